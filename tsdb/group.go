@@ -1,0 +1,205 @@
+package tsdb
+
+import (
+	"math"
+	"math/bits"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/prometheus/model/labels"
+)
+
+// soloRowsToUnalign is how many sealed rows a member may create alone, next to
+// rows its group filled without it, before it is stored unaligned.
+const soloRowsToUnalign = 3
+
+// memSeries is one series of the head: a member (column) of a group.
+type memSeries struct {
+	ref  uint64
+	lset labels.Labels
+	g    *group
+	col  int // column in g.aligned
+
+	logged atomic.Bool // its series record is in the WAL
+
+	// Guarded by g.mu.
+	own   *table // non-nil once the member is stored unaligned
+	minT  int64
+	lastT int64
+	lastV float64
+	solo  int
+}
+
+// group is a set of series sampled together (one scrape target). Its aligned
+// members share one timestamp column; g.mu is the only lock on the append path.
+type group struct {
+	key string
+
+	mu         sync.Mutex
+	aligned    *table
+	members    []*memSeries
+	nUnaligned int
+}
+
+func newGroup(key string) *group {
+	return &group{key: key, aligned: newTable(0)}
+}
+
+// addMember gives s a column in the group; called with g.mu held.
+func (g *group) addMember(s *memSeries) {
+	s.g = g
+	s.col = len(g.members)
+	s.minT, s.lastT = math.MaxInt64, math.MinInt64
+	g.members = append(g.members, s)
+	g.aligned.ncols = len(g.members)
+}
+
+// errDupSame marks a re-sent identical sample: accepted, nothing to write.
+var errDupSame = errDupSameT{}
+
+type errDupSameT struct{}
+
+func (errDupSameT) Error() string { return "identical duplicate sample" }
+
+// append adds one sample of member s; called with g.mu held. The head's
+// open window decides when rows are sealed.
+func (g *group) append(s *memSeries, t int64, v float64, window int64, chunkRows int, stats *headCounters) error {
+	if t <= s.lastT {
+		if t == s.lastT {
+			if math.Float64bits(v) == math.Float64bits(s.lastV) {
+				return errDupSame
+			}
+			return ErrDuplicateSample
+		}
+		if old, ok := g.lookup(s, t); ok {
+			if math.Float64bits(old) == math.Float64bits(v) {
+				return errDupSame
+			}
+			return ErrDuplicateSample
+		}
+		return ErrOutOfOrderSample
+	}
+	tb, c := g.aligned, s.col
+	if s.own != nil {
+		tb, c = s.own, 0
+	} else if t <= tb.sealedMaxT {
+		// The member lags behind its group's sealed rows (a slow shard, a late
+		// joiner, a different schedule): store it on its own from now on.
+		g.unalign(s, stats)
+		tb, c = s.own, 0
+	}
+	r, created := tb.rowFor(t)
+	if !created && s.own == nil {
+		s.solo = 0
+	}
+	tb.set(r, c, v)
+	if t < s.minT {
+		s.minT = t
+	}
+	s.lastT, s.lastV = t, v
+	if s.own != nil && tb == s.own {
+		// A lone member's samples arrive in order: encode at once.
+		tb.sealUpTo(t, chunkRows, nil)
+	} else if created {
+		tb.sealUpTo(tb.maxT-window, chunkRows, func(r *row, prevHas func(int) bool) { g.onSeal(r, prevHas, stats) })
+	}
+	return nil
+}
+
+func (g *group) unalign(s *memSeries, stats *headCounters) {
+	if s.own != nil {
+		return
+	}
+	s.own = newTable(1)
+	g.nUnaligned++
+	stats.unaligned.Add(1)
+}
+
+// onSeal watches sealed rows for members whose timestamps do not line up with
+// the group's: a row holding only one member, right after a row the group
+// filled without it, is a solo row; a few in a row make the member unaligned.
+func (g *group) onSeal(r *row, prevHas func(int) bool, stats *headCounters) {
+	prevN := g.aligned.rowsSealed
+	g.aligned.rowsSealed = r.n
+	if r.n != 1 || prevN < 2 {
+		return
+	}
+	c := -1
+	for w, word := range r.present {
+		if word != 0 {
+			c = w<<6 + bits.TrailingZeros64(word)
+			break
+		}
+	}
+	if c < 0 || prevHas(c) {
+		return
+	}
+	s := g.members[c]
+	s.solo++
+	if s.solo >= soloRowsToUnalign {
+		g.unalign(s, stats)
+	}
+}
+
+// lookup finds member s's value at t; called with g.mu held.
+func (g *group) lookup(s *memSeries, t int64) (float64, bool) {
+	it := newSeriesIterator(g.snapshot(s, t, t))
+	if it.Next() != 0 && it.AtT() == t {
+		_, v := it.At()
+		return v, true
+	}
+	return 0, false
+}
+
+// snapshot captures member s's data overlapping [mint, maxt]; called with g.mu
+// held. Frozen chunks are shared; the chunk being built and open rows are copied.
+func (g *group) snapshot(s *memSeries, mint, maxt int64) *seriesData {
+	d := &seriesData{mint: mint, maxt: maxt}
+	if s.lastT < mint || s.minT > maxt {
+		return d
+	}
+	d.add(g.aligned, s.col)
+	if s.own != nil {
+		d.add(s.own, 0)
+	}
+	return d
+}
+
+// seriesData is a member's data for one query: chunk parts plus open samples, in time order.
+type seriesData struct {
+	mint, maxt int64
+	parts      []part
+}
+
+// part is either a chunk column or a run of uncompressed samples.
+type part struct {
+	c       *chunk
+	col     int
+	samples []Sample
+}
+
+func (d *seriesData) add(tb *table, c int) {
+	for _, ch := range tb.chunks {
+		if ch.maxT < d.mint || ch.minT > d.maxt || ch.col(c) == nil {
+			continue
+		}
+		d.parts = append(d.parts, part{c: ch, col: c})
+	}
+	if b := tb.building; b != nil && b.maxT >= d.mint && b.minT <= d.maxt {
+		if ch := b.snapshotCol(c); ch != nil {
+			d.parts = append(d.parts, part{c: ch, col: 0})
+		}
+	}
+	var open []Sample
+	for _, r := range tb.open {
+		if r.t < d.mint || r.t > d.maxt || !r.has(c) {
+			continue
+		}
+		open = append(open, Sample{T: r.t, V: r.vals[c]})
+	}
+	if len(open) > 0 {
+		d.parts = append(d.parts, part{samples: open})
+	}
+}
+
+func (d *seriesData) empty() bool { return len(d.parts) == 0 }

@@ -1,0 +1,585 @@
+// Package tsdb holds tandem's storage: the multivariate in-memory head, its
+// inverted index and write-ahead log replay, and the storage.Querier over it.
+package tsdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/prometheus/model/labels"
+	promtsdb "github.com/prometheus/prometheus/tsdb"
+
+	"github.com/tandem-tsdb/tandem/tsdb/record"
+	"github.com/tandem-tsdb/tandem/tsdb/wal"
+)
+
+// Options configure a Head.
+type Options struct {
+	// GroupBy names the labels whose values identify a group (a scrape target).
+	GroupBy []string
+	// SenderLabels are added to the group key when present, so that different
+	// senders (clusters, HA replicas) never share a group.
+	SenderLabels []string
+	// OpenWindow is how far behind a group's newest timestamp rows stay open
+	// to collect members arriving in other requests.
+	OpenWindow time.Duration
+	// ChunkRows is the number of rows per compressed chunk.
+	ChunkRows int
+	// MaxFutureSkew rejects samples further than this ahead of the wall clock.
+	MaxFutureSkew time.Duration
+	// WALSegmentSize and WALSyncInterval configure the write-ahead log.
+	WALSegmentSize  int64
+	WALSyncInterval time.Duration
+	// Logger and Registerer may be nil.
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+	// Now returns the wall clock in milliseconds (tests override it).
+	Now func() int64
+}
+
+// DefaultOptions returns the defaults documented in the README.
+func DefaultOptions() Options {
+	return Options{
+		GroupBy:         []string{"job", "instance"},
+		SenderLabels:    []string{"cluster", "replica", "__replica__"},
+		OpenWindow:      time.Minute,
+		ChunkRows:       120,
+		MaxFutureSkew:   10 * time.Minute,
+		WALSegmentSize:  128 << 20,
+		WALSyncInterval: time.Second,
+	}
+}
+
+const stripes = 256
+
+type seriesStripe struct {
+	mu     sync.RWMutex
+	byHash map[uint64][]*memSeries
+}
+
+type refStripe struct {
+	mu    sync.RWMutex
+	byRef map[uint64]*memSeries
+}
+
+type groupStripe struct {
+	mu    sync.RWMutex
+	byKey map[string]*group
+}
+
+// Head is tandem's in-memory multivariate store, backed by a WAL.
+type Head struct {
+	opts   Options
+	logger *slog.Logger
+	wal    *wal.WAL
+
+	series  [stripes]seriesStripe
+	refs    [stripes]refStripe
+	groups  [stripes]groupStripe
+	index   *memIndex
+	nextRef atomic.Uint64
+
+	minT, maxT atomic.Int64
+
+	metaMu sync.RWMutex
+	meta   map[string][]Metadata
+
+	commitPool sync.Pool
+	ready      atomic.Bool
+	counters   headCounters
+	metrics    *headMetrics
+}
+
+// headCounters are updated on hot paths and exported through collectors.
+type headCounters struct {
+	series, groups, unaligned atomic.Int64
+	appended                  atomic.Int64
+}
+
+// Open creates or opens the head in dir, replaying its WAL.
+func Open(dir string, opts Options) (*Head, error) {
+	def := DefaultOptions()
+	if len(opts.GroupBy) == 0 {
+		opts.GroupBy = def.GroupBy
+	}
+	if opts.OpenWindow <= 0 {
+		opts.OpenWindow = def.OpenWindow
+	}
+	if opts.ChunkRows <= 0 {
+		opts.ChunkRows = def.ChunkRows
+	}
+	if opts.MaxFutureSkew <= 0 {
+		opts.MaxFutureSkew = def.MaxFutureSkew
+	}
+	if opts.WALSegmentSize <= 0 {
+		opts.WALSegmentSize = def.WALSegmentSize
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = func() int64 { return time.Now().UnixMilli() }
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create data directory: %w", err)
+	}
+	h := &Head{opts: opts, logger: opts.Logger, index: newMemIndex(), meta: map[string][]Metadata{}}
+	h.minT.Store(math.MaxInt64)
+	h.maxT.Store(math.MinInt64)
+	for i := range h.series {
+		h.series[i].byHash = map[uint64][]*memSeries{}
+		h.refs[i].byRef = map[uint64]*memSeries{}
+		h.groups[i].byKey = map[string]*group{}
+	}
+	h.commitPool.New = func() any { return &commitState{} }
+	h.metrics = newHeadMetrics(h, opts.Registerer)
+
+	w, err := wal.Open(filepath.Join(dir, "wal"), wal.Options{
+		SegmentSize:  opts.WALSegmentSize,
+		SyncInterval: opts.WALSyncInterval,
+		Logger:       opts.Logger,
+		Registerer:   opts.Registerer,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open WAL: %w", err)
+	}
+	h.wal = w
+	start := time.Now()
+	n, err := h.replay()
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("replay WAL: %w", err)
+	}
+	h.logger.Info("WAL replayed", "records", n, "series", h.counters.series.Load(),
+		"groups", h.counters.groups.Load(), "duration", time.Since(start))
+	h.ready.Store(true)
+	return h, nil
+}
+
+// Ready reports whether WAL replay has finished.
+func (h *Head) Ready() bool { return h != nil && h.ready.Load() }
+
+// Close syncs and closes the WAL.
+func (h *Head) Close() error {
+	if h.wal == nil {
+		return nil
+	}
+	if err := h.wal.Close(); err != nil {
+		return fmt.Errorf("close WAL: %w", err)
+	}
+	return nil
+}
+
+// groupKey returns the identity of the group a series belongs to: the values
+// of the group-by and sender labels; series that have none of the group-by
+// labels are grouped by metric name.
+func (h *Head) groupKey(lset labels.Labels) string {
+	var sb strings.Builder
+	found := false
+	for _, n := range h.opts.GroupBy {
+		if v := lset.Get(n); v != "" {
+			found = true
+			fmt.Fprintf(&sb, "%s=%q,", n, v)
+		}
+	}
+	if !found {
+		fmt.Fprintf(&sb, "__name__=%q,", lset.Get(labels.MetricName))
+	}
+	for _, n := range h.opts.SenderLabels {
+		if v := lset.Get(n); v != "" {
+			fmt.Fprintf(&sb, "%s=%q,", n, v)
+		}
+	}
+	return strings.TrimSuffix(sb.String(), ",")
+}
+
+// validateLabels checks a label set the way the remote-write spec asks.
+func validateLabels(lset labels.Labels) error {
+	if lset.IsEmpty() {
+		return fmt.Errorf("%w: empty label set", ErrInvalidLabels)
+	}
+	var prev string
+	first := true
+	var err error
+	lset.Range(func(l labels.Label) {
+		switch {
+		case err != nil:
+		case l.Name == "":
+			err = fmt.Errorf("%w: empty label name in %s", ErrInvalidLabels, lset)
+		case l.Value == "":
+			err = fmt.Errorf("%w: empty value for label %q in %s", ErrInvalidLabels, l.Name, lset)
+		case !utf8.ValidString(l.Name) || !utf8.ValidString(l.Value):
+			err = fmt.Errorf("%w: label is not valid UTF-8 in %s", ErrInvalidLabels, lset)
+		case !first && l.Name <= prev:
+			err = fmt.Errorf("%w: labels not sorted or duplicate label name %q in %s", ErrInvalidLabels, l.Name, lset)
+		}
+		prev, first = l.Name, false
+	})
+	return err
+}
+
+// getOrCreate returns the series for lset, creating it (and its group) if new.
+// ref is the series reference to use when replaying, 0 for a new one.
+func (h *Head) getOrCreate(lset labels.Labels, ref uint64) (*memSeries, error) {
+	hash := lset.Hash()
+	st := &h.series[hash%stripes]
+	st.mu.RLock()
+	for _, s := range st.byHash[hash] {
+		if labels.Equal(s.lset, lset) {
+			st.mu.RUnlock()
+			return s, nil
+		}
+	}
+	st.mu.RUnlock()
+	if err := validateLabels(lset); err != nil {
+		return nil, err
+	}
+
+	st.mu.Lock()
+	for _, s := range st.byHash[hash] {
+		if labels.Equal(s.lset, lset) {
+			st.mu.Unlock()
+			return s, nil
+		}
+	}
+	if ref == 0 {
+		ref = h.nextRef.Add(1)
+	} else {
+		for {
+			cur := h.nextRef.Load()
+			if cur >= ref || h.nextRef.CompareAndSwap(cur, ref) {
+				break
+			}
+		}
+	}
+	s := &memSeries{ref: ref, lset: lset.Copy()}
+	g := h.getOrCreateGroup(h.groupKey(lset))
+	g.mu.Lock()
+	g.addMember(s)
+	g.mu.Unlock()
+	st.byHash[hash] = append(st.byHash[hash], s)
+	st.mu.Unlock()
+
+	rs := &h.refs[ref%stripes]
+	rs.mu.Lock()
+	rs.byRef[ref] = s
+	rs.mu.Unlock()
+	h.index.add(ref, s.lset)
+	h.counters.series.Add(1)
+	return s, nil
+}
+
+func (h *Head) getOrCreateGroup(key string) *group {
+	gs := &h.groups[groupHash(key)%stripes]
+	gs.mu.RLock()
+	g := gs.byKey[key]
+	gs.mu.RUnlock()
+	if g != nil {
+		return g
+	}
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	if g = gs.byKey[key]; g == nil {
+		g = newGroup(key)
+		gs.byKey[key] = g
+		h.counters.groups.Add(1)
+	}
+	return g
+}
+
+func groupHash(key string) uint64 {
+	// FNV-1a; group lookups happen only when a series is created.
+	var x uint64 = 14695981039346656037
+	for i := 0; i < len(key); i++ {
+		x ^= uint64(key[i])
+		x *= 1099511628211
+	}
+	return x
+}
+
+// seriesByRef returns the series with the given reference, or nil.
+func (h *Head) seriesByRef(ref uint64) *memSeries {
+	rs := &h.refs[ref%stripes]
+	rs.mu.RLock()
+	s := rs.byRef[ref]
+	rs.mu.RUnlock()
+	return s
+}
+
+// commitState is the reusable per-batch scratch space.
+type commitState struct {
+	series []*memSeries
+	order  []int
+	commit record.Commit
+	buf    []byte
+}
+
+// AppendBatch writes a batch: each group's samples are placed under that
+// group's lock, the accepted ones are logged to the WAL as one record, and the
+// call returns after the record is written. The error is non-nil only for a
+// server-side failure (the WAL could not be written); a retry of the same
+// batch is then idempotent.
+func (h *Head) AppendBatch(_ context.Context, b *Batch) (AppendResult, error) {
+	var res AppendResult
+	cs := h.commitPool.Get().(*commitState)
+	defer h.commitPool.Put(cs)
+	cs.commit.Reset()
+	cs.series = cs.series[:0]
+	cs.order = cs.order[:0]
+
+	for i := range b.Series {
+		bs := &b.Series[i]
+		var s *memSeries
+		if len(bs.Samples) > 0 {
+			var err error
+			if s, err = h.getOrCreate(bs.Labels, 0); err != nil {
+				res.Reject(ErrInvalidLabels, len(bs.Samples), err.Error())
+			} else {
+				cs.order = append(cs.order, i)
+			}
+		}
+		cs.series = append(cs.series, s)
+	}
+	// Visit each group once: one lock acquisition per group per batch.
+	slices.SortFunc(cs.order, func(a, b int) int {
+		ga, gb := cs.series[a].g, cs.series[b].g
+		if ga == gb {
+			return a - b
+		}
+		if groupLess(ga, gb) {
+			return -1
+		}
+		return 1
+	})
+	maxT := h.opts.Now() + h.opts.MaxFutureSkew.Milliseconds()
+	window := h.opts.OpenWindow.Milliseconds()
+	var lo, hi int64 = math.MaxInt64, math.MinInt64
+	for k := 0; k < len(cs.order); {
+		g := cs.series[cs.order[k]].g
+		g.mu.Lock()
+		for ; k < len(cs.order) && cs.series[cs.order[k]].g == g; k++ {
+			s := cs.series[cs.order[k]]
+			for _, smp := range b.Series[cs.order[k]].Samples {
+				if smp.T > maxT {
+					res.Reject(ErrTooFarInFuture, 1, fmt.Sprintf("series %s at %d", s.lset, smp.T))
+					continue
+				}
+				err := g.append(s, smp.T, smp.V, window, h.opts.ChunkRows, &h.counters)
+				switch {
+				case err == nil:
+					cs.commit.Samples = append(cs.commit.Samples, record.RefSample{Ref: s.ref, T: smp.T, V: smp.V})
+					lo, hi = min(lo, smp.T), max(hi, smp.T)
+					if !s.logged.Load() && (len(cs.commit.Series) == 0 || cs.commit.Series[len(cs.commit.Series)-1].Ref != s.ref) {
+						cs.commit.Series = append(cs.commit.Series, record.RefSeries{Ref: s.ref, Labels: s.lset})
+					}
+				case err == errDupSame:
+					res.SamplesWritten++
+				default:
+					res.Reject(err, 1, fmt.Sprintf("series %s at %d", s.lset, smp.T))
+				}
+			}
+		}
+		g.mu.Unlock()
+	}
+	for _, m := range b.Metadata {
+		if h.setMetadata(m) {
+			cs.commit.Metadata = append(cs.commit.Metadata, record.Metadata{Metric: m.Metric, Type: m.Type, Help: m.Help, Unit: m.Unit})
+		}
+	}
+	res.SamplesWritten += len(cs.commit.Samples)
+	if len(cs.commit.Samples) == 0 && len(cs.commit.Metadata) == 0 {
+		h.metrics.observeRejections(&res)
+		return res, nil
+	}
+	cs.buf = cs.commit.Encode(cs.buf[:0])
+	if err := h.wal.Log(cs.buf); err != nil {
+		res.SamplesWritten = 0
+		return res, fmt.Errorf("write WAL record: %w", err)
+	}
+	for _, rs := range cs.commit.Series {
+		if s := h.seriesByRef(rs.Ref); s != nil {
+			s.logged.Store(true)
+		}
+	}
+	h.updateBounds(lo, hi)
+	h.counters.appended.Add(int64(len(cs.commit.Samples)))
+	h.metrics.observeRejections(&res)
+	return res, nil
+}
+
+func groupLess(a, b *group) bool { return a.key < b.key }
+
+func (h *Head) updateBounds(lo, hi int64) {
+	if lo > hi {
+		return
+	}
+	for {
+		cur := h.minT.Load()
+		if lo >= cur || h.minT.CompareAndSwap(cur, lo) {
+			break
+		}
+	}
+	for {
+		cur := h.maxT.Load()
+		if hi <= cur || h.maxT.CompareAndSwap(cur, hi) {
+			break
+		}
+	}
+}
+
+// setMetadata records metadata for a metric family; true if it changed.
+func (h *Head) setMetadata(m Metadata) bool {
+	if m.Metric == "" {
+		return false
+	}
+	h.metaMu.RLock()
+	cur := h.meta[m.Metric]
+	h.metaMu.RUnlock()
+	if slices.Contains(cur, m) {
+		return false
+	}
+	h.metaMu.Lock()
+	defer h.metaMu.Unlock()
+	cur = h.meta[m.Metric]
+	if slices.Contains(cur, m) {
+		return false
+	}
+	// The newest metadata of a family comes first; keep a few distinct ones.
+	cur = append([]Metadata{m}, cur...)
+	if len(cur) > 4 {
+		cur = cur[:4]
+	}
+	h.meta[m.Metric] = cur
+	return true
+}
+
+// MetricMetadata returns metadata per metric family; metric "" means all,
+// limits <= 0 mean unlimited.
+func (h *Head) MetricMetadata(metric string, limit, limitPerMetric int) map[string][]Metadata {
+	h.metaMu.RLock()
+	defer h.metaMu.RUnlock()
+	out := map[string][]Metadata{}
+	add := func(name string, ms []Metadata) {
+		if limitPerMetric > 0 && len(ms) > limitPerMetric {
+			ms = ms[:limitPerMetric]
+		}
+		out[name] = slices.Clone(ms)
+	}
+	if metric != "" {
+		if ms, ok := h.meta[metric]; ok {
+			add(metric, ms)
+		}
+		return out
+	}
+	names := make([]string, 0, len(h.meta))
+	for n := range h.meta {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		if limit > 0 && len(out) >= limit {
+			break
+		}
+		add(n, h.meta[n])
+	}
+	return out
+}
+
+// replay rebuilds the head from the WAL; returns the number of records.
+func (h *Head) replay() (int, error) {
+	var (
+		c       record.Commit
+		n       int
+		window  = h.opts.OpenWindow.Milliseconds()
+		dropped int
+	)
+	err := h.wal.Replay(func(rec []byte) error {
+		if err := record.Decode(rec, &c); err != nil {
+			return fmt.Errorf("decode record %d: %w", n, err)
+		}
+		n++
+		for _, rs := range c.Series {
+			s, err := h.getOrCreate(rs.Labels, rs.Ref)
+			if err != nil {
+				return fmt.Errorf("record %d: series %d: %w", n, rs.Ref, err)
+			}
+			s.logged.Store(true)
+			if s.ref != rs.Ref {
+				return fmt.Errorf("record %d: series %s logged as %d and %d", n, rs.Labels, s.ref, rs.Ref)
+			}
+		}
+		lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
+		for _, smp := range c.Samples {
+			s := h.seriesByRef(smp.Ref)
+			if s == nil {
+				return fmt.Errorf("record %d: sample for unknown series %d", n, smp.Ref)
+			}
+			s.g.mu.Lock()
+			err := s.g.append(s, smp.T, smp.V, window, h.opts.ChunkRows, &h.counters)
+			s.g.mu.Unlock()
+			if err != nil && err != errDupSame {
+				dropped++
+				continue
+			}
+			lo, hi = min(lo, smp.T), max(hi, smp.T)
+		}
+		h.updateBounds(lo, hi)
+		for _, m := range c.Metadata {
+			h.setMetadata(Metadata{Metric: m.Metric, Type: m.Type, Help: m.Help, Unit: m.Unit})
+		}
+		return nil
+	})
+	if dropped > 0 {
+		h.logger.Warn("WAL replay could not place some samples", "samples", dropped)
+	}
+	var ce *wal.CorruptionError
+	if errors.As(err, &ce) {
+		return n, fmt.Errorf("WAL is corrupted in segment %d at offset %d (records before it were replayed; move the damaged segment away to start): %w", ce.Segment, ce.Offset, err)
+	}
+	return n, err
+}
+
+// Stats returns head statistics in Prometheus's format (for /api/v1/status/tsdb).
+func (h *Head) Stats(statsByLabelName string, limit int) (*promtsdb.Stats, error) {
+	if limit <= 0 {
+		limit = 10
+	}
+	mint, maxt := h.minT.Load(), h.maxT.Load()
+	if mint > maxt {
+		mint, maxt = 0, 0
+	}
+	return &promtsdb.Stats{
+		NumSeries:         uint64(h.index.numSeries()),
+		MinTime:           mint,
+		MaxTime:           maxt,
+		IndexPostingStats: h.index.stats(statsByLabelName, limit),
+	}, nil
+}
+
+// forEachGroup calls fn for every group.
+func (h *Head) forEachGroup(fn func(g *group)) {
+	for i := range h.groups {
+		gs := &h.groups[i]
+		gs.mu.RLock()
+		gl := make([]*group, 0, len(gs.byKey))
+		for _, g := range gs.byKey {
+			gl = append(gl, g)
+		}
+		gs.mu.RUnlock()
+		for _, g := range gl {
+			fn(g)
+		}
+	}
+}

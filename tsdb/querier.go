@@ -1,0 +1,176 @@
+package tsdb
+
+import (
+	"context"
+	"slices"
+	"sort"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+	"github.com/prometheus/prometheus/util/annotations"
+)
+
+// Querier returns a storage.Querier over the head for [mint, maxt].
+func (h *Head) Querier(mint, maxt int64) (storage.Querier, error) {
+	return &querier{h: h, mint: mint, maxt: maxt}, nil
+}
+
+// ChunkQuerier returns a storage.ChunkQuerier over the head for [mint, maxt].
+func (h *Head) ChunkQuerier(mint, maxt int64) (storage.ChunkQuerier, error) {
+	return &chunkQuerier{querier{h: h, mint: mint, maxt: maxt}}, nil
+}
+
+type querier struct {
+	h          *Head
+	mint, maxt int64
+}
+
+// Select returns the series matching ms with their samples in the hinted range.
+func (q *querier) Select(ctx context.Context, sortSeries bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
+	mint, maxt := q.mint, q.maxt
+	limit := 0
+	if hints != nil {
+		mint, maxt = max(mint, hints.Start), min(maxt, hints.End)
+		limit = hints.Limit
+	}
+	refs := q.h.index.postingsFor(ms...)
+	list := make([]*memSeries, 0, len(refs))
+	for _, ref := range refs {
+		if s := q.h.seriesByRef(ref); s != nil {
+			list = append(list, s)
+		}
+	}
+	// Snapshot group by group: one lock acquisition per group.
+	slices.SortFunc(list, func(a, b *memSeries) int {
+		if a.g == b.g {
+			return a.col - b.col
+		}
+		if groupLess(a.g, b.g) {
+			return -1
+		}
+		return 1
+	})
+	out := make([]*headSeries, 0, len(list))
+	for i := 0; i < len(list); {
+		if err := ctx.Err(); err != nil {
+			return storage.ErrSeriesSet(err)
+		}
+		g := list[i].g
+		g.mu.Lock()
+		for ; i < len(list) && list[i].g == g; i++ {
+			if d := g.snapshot(list[i], mint, maxt); !d.empty() {
+				out = append(out, &headSeries{lset: list[i].lset, d: d})
+			}
+		}
+		g.mu.Unlock()
+	}
+	if sortSeries || limit > 0 {
+		sort.Slice(out, func(i, j int) bool { return labels.Compare(out[i].lset, out[j].lset) < 0 })
+	}
+	var warn annotations.Annotations
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+		warn.Add(errLimitTruncated)
+	}
+	return &seriesSet{list: out, i: -1, warn: warn}
+}
+
+var errLimitTruncated = limitError("results truncated due to limit")
+
+type limitError string
+
+func (e limitError) Error() string { return string(e) }
+
+// LabelValues returns the sorted values of a label among series matching ms.
+func (q *querier) LabelValues(ctx context.Context, name string, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+	var vals []string
+	if len(ms) == 0 {
+		vals = q.h.index.labelValues(name)
+	} else {
+		set := map[string]struct{}{}
+		for _, ref := range q.h.index.postingsFor(ms...) {
+			if s := q.h.seriesByRef(ref); s != nil {
+				if v := s.lset.Get(name); v != "" {
+					set[v] = struct{}{}
+				}
+			}
+		}
+		vals = make([]string, 0, len(set))
+		for v := range set {
+			vals = append(vals, v)
+		}
+		sort.Strings(vals)
+	}
+	return applyLimit(vals, hints)
+}
+
+// LabelNames returns the sorted label names among series matching ms.
+func (q *querier) LabelNames(ctx context.Context, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+	var names []string
+	if len(ms) == 0 {
+		names = q.h.index.labelNames()
+	} else {
+		set := map[string]struct{}{}
+		for _, ref := range q.h.index.postingsFor(ms...) {
+			if s := q.h.seriesByRef(ref); s != nil {
+				s.lset.Range(func(l labels.Label) { set[l.Name] = struct{}{} })
+			}
+		}
+		names = make([]string, 0, len(set))
+		for n := range set {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+	}
+	return applyLimit(names, hints)
+}
+
+func applyLimit(vals []string, hints *storage.LabelHints) ([]string, annotations.Annotations, error) {
+	var warn annotations.Annotations
+	if hints != nil && hints.Limit > 0 && len(vals) > hints.Limit {
+		vals = vals[:hints.Limit]
+		warn.Add(errLimitTruncated)
+	}
+	return vals, warn, nil
+}
+
+// Close implements storage.Querier.
+func (q *querier) Close() error { return nil }
+
+// headSeries is one selected series with its data snapshot.
+type headSeries struct {
+	lset labels.Labels
+	d    *seriesData
+}
+
+func (s *headSeries) Labels() labels.Labels { return s.lset }
+
+func (s *headSeries) Iterator(it chunkenc.Iterator) chunkenc.Iterator {
+	if si, ok := it.(*seriesIterator); ok {
+		si.reset(s.d)
+		return si
+	}
+	return newSeriesIterator(s.d)
+}
+
+type seriesSet struct {
+	list []*headSeries
+	i    int
+	warn annotations.Annotations
+}
+
+func (s *seriesSet) Next() bool {
+	s.i++
+	return s.i < len(s.list)
+}
+func (s *seriesSet) At() storage.Series                { return s.list[s.i] }
+func (s *seriesSet) Err() error                        { return nil }
+func (s *seriesSet) Warnings() annotations.Annotations { return s.warn }
+
+type chunkQuerier struct{ querier }
+
+// Select returns matching series encoded as chunks.
+func (q *chunkQuerier) Select(ctx context.Context, sortSeries bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.ChunkSeriesSet {
+	return storage.NewSeriesSetToChunkSet(q.querier.Select(ctx, sortSeries, hints, ms...))
+}

@@ -1,0 +1,249 @@
+package tsdb
+
+import (
+	"math"
+	"math/bits"
+	"slices"
+
+	"github.com/tandem-tsdb/tandem/tsdb/encoding"
+)
+
+// A table is a set of value columns that share one timestamp column: the
+// aligned members of a group, or a single unaligned member. New samples land in
+// open rows (uncompressed, sorted by timestamp, any arrival order); rows older
+// than the open window are sealed into the chunk being built, which is frozen
+// into an immutable chunk every chunkRows rows. All access happens under the
+// owning group's lock; frozen chunks may be read without it.
+type table struct {
+	ncols      int
+	open       []*row // sorted by t
+	free       []*row // recycled rows
+	building   *chunkBuilder
+	chunks     []*chunk // frozen chunks, in time order
+	maxT       int64    // newest timestamp accepted
+	sealedMaxT int64    // newest sealed row; samples at or behind it cannot be placed
+	rowsSealed int      // previous sealed row's presence count (alignment heuristics)
+}
+
+func newTable(ncols int) *table {
+	return &table{ncols: ncols, maxT: math.MinInt64, sealedMaxT: math.MinInt64}
+}
+
+// row is one open timestamp with a value slot per column.
+type row struct {
+	t       int64
+	n       int // members present
+	vals    []float64
+	present []uint64
+}
+
+func (r *row) has(c int) bool {
+	w := c >> 6
+	return w < len(r.present) && r.present[w]&(1<<(uint(c)&63)) != 0
+}
+
+// rowFor returns the open row at t, creating it if needed, and whether it was created.
+func (tb *table) rowFor(t int64) (*row, bool) {
+	i := len(tb.open)
+	for i > 0 && tb.open[i-1].t > t {
+		i--
+	}
+	if i > 0 && tb.open[i-1].t == t {
+		return tb.open[i-1], false
+	}
+	var r *row
+	if n := len(tb.free); n > 0 {
+		r = tb.free[n-1]
+		tb.free = tb.free[:n-1]
+	} else {
+		r = &row{}
+	}
+	r.t, r.n = t, 0
+	words := (tb.ncols + 63) >> 6
+	if cap(r.present) < words {
+		r.present = make([]uint64, words)
+	} else {
+		r.present = r.present[:words]
+		clear(r.present)
+	}
+	if cap(r.vals) < tb.ncols {
+		r.vals = make([]float64, tb.ncols, max(tb.ncols, 8))
+	} else {
+		r.vals = r.vals[:tb.ncols]
+	}
+	tb.open = slices.Insert(tb.open, i, r)
+	return r, true
+}
+
+// set stores column c's value in row r; the column must be absent from it.
+func (tb *table) set(r *row, c int, v float64) {
+	if c >= len(r.vals) {
+		r.vals = append(r.vals, make([]float64, c+1-len(r.vals))...)
+	}
+	w := c >> 6
+	if w >= len(r.present) {
+		r.present = append(r.present, make([]uint64, w+1-len(r.present))...)
+	}
+	r.vals[c] = v
+	r.present[w] |= 1 << (uint(c) & 63)
+	r.n++
+	if r.t > tb.maxT {
+		tb.maxT = r.t
+	}
+}
+
+// sealer receives notice of each sealed row so the group can track alignment.
+type sealer func(r *row, prevHas func(c int) bool)
+
+// sealUpTo moves all open rows with t <= horizon into the chunk being built.
+func (tb *table) sealUpTo(horizon int64, chunkRows int, onSeal sealer) {
+	k := 0
+	for k < len(tb.open) && tb.open[k].t <= horizon {
+		r := tb.open[k]
+		if tb.building == nil {
+			tb.building = newChunkBuilder()
+		}
+		b := tb.building
+		if onSeal != nil {
+			onSeal(r, b.hadPrev)
+		}
+		b.appendRow(r)
+		tb.sealedMaxT = r.t
+		if b.rows >= chunkRows {
+			tb.chunks = append(tb.chunks, b.freeze())
+			tb.building = nil
+		}
+		tb.free = append(tb.free, r)
+		k++
+	}
+	if k > 0 {
+		n := copy(tb.open, tb.open[k:])
+		clear(tb.open[n:])
+		tb.open = tb.open[:n]
+	}
+}
+
+// chunkBuilder encodes sealed rows of a table: one timestamp column and per
+// column the values of the rows where the column is present.
+type chunkBuilder struct {
+	minT, maxT int64
+	rows       int
+	ts         encoding.TSEncoder
+	cols       []*colBuilder // nil while the column has no value in this chunk
+}
+
+type colBuilder struct {
+	vals  encoding.XOREncoder
+	first int      // first row with a value
+	n     int      // values
+	last  int      // last row with a value
+	bits  []uint64 // row presence; nil while rows first..first+n-1 are all present
+}
+
+func newChunkBuilder() *chunkBuilder { return &chunkBuilder{} }
+
+// hadPrev reports whether column c has a value in the previously sealed row.
+func (b *chunkBuilder) hadPrev(c int) bool {
+	if b.rows == 0 || c >= len(b.cols) || b.cols[c] == nil {
+		return false
+	}
+	return b.cols[c].last == b.rows-1
+}
+
+func (b *chunkBuilder) appendRow(r *row) {
+	if b.rows == 0 {
+		b.minT = r.t
+	}
+	b.maxT = r.t
+	b.ts.Append(r.t)
+	idx := b.rows
+	b.rows++
+	for w, word := range r.present {
+		for word != 0 {
+			c := w<<6 + bits.TrailingZeros64(word)
+			word &= word - 1
+			if c >= len(b.cols) {
+				b.cols = append(b.cols, make([]*colBuilder, c+1-len(b.cols))...)
+			}
+			cb := b.cols[c]
+			if cb == nil {
+				cb = &colBuilder{first: idx}
+				b.cols[c] = cb
+			} else if cb.bits == nil && idx != cb.first+cb.n {
+				cb.bits = make([]uint64, (idx>>6)+1, 4)
+				for i := cb.first; i < cb.first+cb.n; i++ {
+					cb.bits[i>>6] |= 1 << (uint(i) & 63)
+				}
+			}
+			if cb.bits != nil {
+				for idx>>6 >= len(cb.bits) {
+					cb.bits = append(cb.bits, 0)
+				}
+				cb.bits[idx>>6] |= 1 << (uint(idx) & 63)
+			}
+			cb.vals.Append(r.vals[c])
+			cb.n++
+			cb.last = idx
+		}
+	}
+}
+
+// freeze copies the builder into an immutable chunk.
+func (b *chunkBuilder) freeze() *chunk {
+	c := &chunk{minT: b.minT, maxT: b.maxT, rows: b.rows, ts: slices.Clone(b.ts.Bytes())}
+	c.cols = make([]colData, len(b.cols))
+	for i, cb := range b.cols {
+		if cb != nil {
+			c.cols[i] = cb.snapshot()
+		}
+	}
+	return c
+}
+
+func (cb *colBuilder) snapshot() colData {
+	return colData{vals: slices.Clone(cb.vals.Bytes()), first: cb.first, n: cb.n, bits: slices.Clone(cb.bits)}
+}
+
+// snapshotCol returns an immutable chunk holding only column c (nil if c has no value).
+func (b *chunkBuilder) snapshotCol(c int) *chunk {
+	if c >= len(b.cols) || b.cols[c] == nil {
+		return nil
+	}
+	return &chunk{
+		minT: b.minT, maxT: b.maxT, rows: b.rows,
+		ts:   slices.Clone(b.ts.Bytes()),
+		cols: []colData{b.cols[c].snapshot()},
+	}
+}
+
+// chunk is an immutable, compressed run of rows.
+type chunk struct {
+	minT, maxT int64
+	rows       int
+	ts         []byte
+	cols       []colData
+}
+
+// colData is one column of a frozen chunk.
+type colData struct {
+	vals  []byte
+	first int
+	n     int
+	bits  []uint64
+}
+
+func (c *chunk) col(i int) *colData {
+	if i >= len(c.cols) || c.cols[i].n == 0 {
+		return nil
+	}
+	return &c.cols[i]
+}
+
+// size returns the chunk's approximate memory footprint in bytes.
+func (c *chunk) size() int {
+	s := 64 + len(c.ts) + 48*len(c.cols)
+	for i := range c.cols {
+		s += len(c.cols[i].vals) + 8*len(c.cols[i].bits)
+	}
+	return s
+}
