@@ -39,6 +39,7 @@ type group struct {
 	aligned    *table
 	members    []*memSeries
 	nUnaligned int
+	lastAppend int64 // wall clock (ms) of the last batch that touched the group
 }
 
 func newGroup(key string) *group {

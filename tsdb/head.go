@@ -363,12 +363,14 @@ func (h *Head) AppendBatch(_ context.Context, b *Batch) (AppendResult, error) {
 		}
 		return 1
 	})
-	maxT := h.opts.Now() + h.opts.MaxFutureSkew.Milliseconds()
+	now := h.opts.Now()
+	maxT := now + h.opts.MaxFutureSkew.Milliseconds()
 	window := h.opts.OpenWindow.Milliseconds()
 	var lo, hi int64 = math.MaxInt64, math.MinInt64
 	for k := 0; k < len(cs.order); {
 		g := cs.series[cs.order[k]].g
 		g.mu.Lock()
+		g.lastAppend = now
 		for ; k < len(cs.order) && cs.series[cs.order[k]].g == g; k++ {
 			s := cs.series[cs.order[k]]
 			for _, smp := range b.Series[cs.order[k]].Samples {

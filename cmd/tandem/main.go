@@ -1,0 +1,286 @@
+// Command tandem is a Prometheus-compatible remote storage: it accepts
+// remote_write (1.0 and 2.0) into a multivariate head backed by a WAL and
+// serves the Prometheus HTTP API over it.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/oklog/run"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/tandem-tsdb/tandem/promql"
+	"github.com/tandem-tsdb/tandem/remote"
+	"github.com/tandem-tsdb/tandem/tsdb"
+)
+
+// Build information, set with -ldflags "-X main.version=...".
+var (
+	version   = "0.1.0-dev"
+	revision  = "unknown"
+	branch    = "main"
+	buildDate = "unknown"
+)
+
+type config struct {
+	listenAddress string
+	storagePath   string
+	groupBy       string
+	senderLabels  string
+	openWindow    time.Duration
+	chunkRows     int
+	maxFutureSkew time.Duration
+	walSync       time.Duration
+	walSegment    int64
+	limits        remote.Limits
+	lookback      time.Duration
+	queryTimeout  time.Duration
+	maxSamples    int
+	maxQueries    int
+	logLevel      string
+	logFormat     string
+	showVersion   bool
+}
+
+func parseFlags(args []string) (*config, error) {
+	c := &config{limits: remote.DefaultLimits()}
+	def := tsdb.DefaultOptions()
+	fs := flag.NewFlagSet("tandem", flag.ContinueOnError)
+	fs.StringVar(&c.listenAddress, "web.listen-address", ":9201", "Address to listen on for the API, remote write and /metrics.")
+	fs.StringVar(&c.storagePath, "storage.path", "./data", "Data directory (created if missing).")
+	fs.StringVar(&c.groupBy, "group.by", strings.Join(def.GroupBy, ","), "Labels whose values identify a group of series sampled together (a scrape target).")
+	fs.StringVar(&c.senderLabels, "group.sender-labels", strings.Join(def.SenderLabels, ","), "Labels added to the group key when present, so different senders never share a group.")
+	fs.DurationVar(&c.openWindow, "head.open-window", def.OpenWindow, "How long behind a group's newest timestamp rows stay open for members arriving in other requests.")
+	fs.IntVar(&c.chunkRows, "head.chunk-rows", def.ChunkRows, "Rows per compressed head chunk.")
+	fs.DurationVar(&c.maxFutureSkew, "storage.max-future-skew", def.MaxFutureSkew, "Reject samples further than this ahead of the wall clock.")
+	fs.DurationVar(&c.walSync, "storage.wal.sync-interval", def.WALSyncInterval, "fsync the WAL at this interval (group commit); 0 fsyncs before every acknowledgement.")
+	fs.Int64Var(&c.walSegment, "storage.wal.segment-size", def.WALSegmentSize, "WAL segment size in bytes.")
+	fs.Int64Var(&c.limits.MaxBodyBytes, "remote-write.max-body-bytes", c.limits.MaxBodyBytes, "Largest accepted remote-write body (compressed); larger requests get 413.")
+	fs.Int64Var(&c.limits.MaxDecodedBytes, "remote-write.max-decoded-bytes", c.limits.MaxDecodedBytes, "Largest accepted remote-write body after snappy decoding; larger get 413.")
+	fs.IntVar(&c.limits.MaxLabelsPerSeries, "remote-write.max-labels-per-series", c.limits.MaxLabelsPerSeries, "Most labels a series may have.")
+	fs.IntVar(&c.limits.MaxLabelNameLength, "remote-write.max-label-name-length", c.limits.MaxLabelNameLength, "Longest label name in bytes.")
+	fs.IntVar(&c.limits.MaxLabelValueLength, "remote-write.max-label-value-length", c.limits.MaxLabelValueLength, "Longest label value in bytes.")
+	fs.IntVar(&c.limits.MaxSeriesPerRequest, "remote-write.max-series-per-request", c.limits.MaxSeriesPerRequest, "Most series in one request (0 = unlimited).")
+	fs.DurationVar(&c.lookback, "query.lookback-delta", 5*time.Minute, "PromQL lookback for instant selectors.")
+	fs.DurationVar(&c.queryTimeout, "query.timeout", 2*time.Minute, "Maximum time a query may take.")
+	fs.IntVar(&c.maxSamples, "query.max-samples", 50_000_000, "Maximum samples a query may load into memory.")
+	fs.IntVar(&c.maxQueries, "query.max-concurrency", 20, "Maximum queries executed concurrently.")
+	fs.StringVar(&c.logLevel, "log.level", "info", "Log level: debug, info, warn, error.")
+	fs.StringVar(&c.logFormat, "log.format", "text", "Log format: text or json.")
+	fs.BoolVar(&c.showVersion, "version", false, "Print the version and exit.")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	return c, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func newLogger(level, format string) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log.level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	}
+	return nil, fmt.Errorf("--log.format must be text or json, got %q", format)
+}
+
+func main() {
+	c, err := parseFlags(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "tandem:", err)
+		os.Exit(2)
+	}
+	if c.showVersion {
+		fmt.Printf("tandem %s (revision %s, branch %s, built %s, %s)\n", version, revision, branch, buildDate, runtime.Version())
+		return
+	}
+	logger, err := newLogger(c.logLevel, c.logFormat)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "tandem:", err)
+		os.Exit(2)
+	}
+	if err := runServer(c, logger); err != nil {
+		logger.Error("tandem stopped with an error", "err", err)
+		os.Exit(1)
+	}
+}
+
+// headMetadata adapts the head's metadata to the API's type.
+type headMetadata struct{ h *tsdb.Head }
+
+func (m headMetadata) MetricMetadata(metric string, limit, perMetric int) map[string][]promql.MetricMetadata {
+	out := map[string][]promql.MetricMetadata{}
+	for name, list := range m.h.MetricMetadata(metric, limit, perMetric) {
+		for _, md := range list {
+			out[name] = append(out[name], promql.MetricMetadata{Type: md.Type, Help: md.Help, Unit: md.Unit})
+		}
+	}
+	return out
+}
+
+func runServer(c *config, logger *slog.Logger) error {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "tandem_build_info", Help: "tandem's version.",
+			ConstLabels: prometheus.Labels{"version": version, "revision": revision, "goversion": runtime.Version()},
+		}, func() float64 { return 1 }))
+
+	opts := tsdb.DefaultOptions()
+	opts.GroupBy = splitList(c.groupBy)
+	opts.SenderLabels = splitList(c.senderLabels)
+	opts.OpenWindow = c.openWindow
+	opts.ChunkRows = c.chunkRows
+	opts.MaxFutureSkew = c.maxFutureSkew
+	opts.WALSyncInterval = c.walSync
+	opts.WALSegmentSize = c.walSegment
+	opts.Logger = logger
+	opts.Registerer = reg
+
+	logger.Info("starting tandem", "version", version, "storage.path", c.storagePath,
+		"web.listen-address", c.listenAddress, "group.by", opts.GroupBy, "group.sender-labels", opts.SenderLabels)
+
+	// Listen before replaying so health checks answer (not ready) during replay.
+	ln, err := net.Listen("tcp", c.listenAddress)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", c.listenAddress, err)
+	}
+	var head atomicHead
+	mux := http.NewServeMux()
+	handlerDuration := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "tandem_http_request_duration_seconds",
+		Help:    "HTTP request latency by handler.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
+	}, []string{"handler"})
+	reg.MustRegister(handlerDuration)
+	instrument := func(name string, h http.Handler) http.Handler {
+		return promhttp.InstrumentHandlerDuration(handlerDuration.MustCurryWith(prometheus.Labels{"handler": name}), h)
+	}
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "tandem is healthy.")
+	})
+	mux.HandleFunc("/-/ready", func(w http.ResponseWriter, _ *http.Request) {
+		if !head.ready() {
+			http.Error(w, "tandem is not ready: replaying the WAL.", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "tandem is ready.")
+	})
+	var apiHandler http.Handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "tandem is not ready: replaying the WAL.", http.StatusServiceUnavailable)
+	})
+	mux.Handle("/api/v1/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { head.api().ServeHTTP(w, r) }))
+	mux.Handle("/api/v1/write", instrument("write", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { head.write().ServeHTTP(w, r) })))
+	head.set(nil, apiHandler, apiHandler)
+
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 30 * time.Second}
+	var g run.Group
+	{
+		g.Add(func() error {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("HTTP server: %w", err)
+			}
+			return nil
+		}, func(error) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(ctx)
+		})
+	}
+	{
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+		done := make(chan struct{})
+		g.Add(func() error {
+			select {
+			case s := <-sig:
+				logger.Info("received signal, shutting down", "signal", s.String())
+			case <-done:
+			}
+			return nil
+		}, func(error) { close(done) })
+	}
+	{
+		// Open the head (WAL replay), then serve; then maintain it.
+		ctx, cancel := context.WithCancel(context.Background())
+		var h *tsdb.Head
+		g.Add(func() error {
+			var err error
+			h, err = tsdb.Open(c.storagePath, opts)
+			if err != nil {
+				return fmt.Errorf("open storage at %s: %w", c.storagePath, err)
+			}
+			apiOpts := promql.APIOptions{
+				Queryable: h, Metadata: headMetadata{h}, Stats: h, Ready: h.Ready,
+				Logger: logger, Registerer: reg, Gatherer: reg,
+				LookbackDelta: c.lookback, QueryTimeout: c.queryTimeout, MaxSamples: c.maxSamples,
+				MaxConcurrentQueries: c.maxQueries,
+				Version:              version, Revision: revision, Branch: branch, BuildDate: buildDate,
+				StartTime: h.StartTime,
+			}
+			api, err := promql.NewAPIHandler(apiOpts, promql.NewEngine(apiOpts))
+			if err != nil {
+				return fmt.Errorf("create API: %w", err)
+			}
+			wh := remote.NewWriteHandler(h, remote.WriteHandlerOptions{Limits: c.limits, Logger: logger, Registerer: reg})
+			head.set(h, instrument("api", api), wh)
+			logger.Info("tandem is ready", "address", ln.Addr().String())
+			t := time.NewTicker(15 * time.Second)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-t.C:
+					h.SealIdle()
+				}
+			}
+		}, func(error) {
+			cancel()
+		})
+		defer func() {
+			if h != nil {
+				if err := h.Close(); err != nil {
+					logger.Error("closing storage", "err", err)
+				}
+			}
+		}()
+	}
+	return g.Run()
+}

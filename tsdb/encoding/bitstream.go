@@ -1,0 +1,186 @@
+package encoding
+
+import (
+	"encoding/binary"
+	"errors"
+)
+
+// ErrTruncated reports that encoded data ended before the requested number of values was decoded.
+var ErrTruncated = errors.New("encoding: unexpected end of data")
+
+// ErrMalformed reports encoded data that no encoder of this package can produce.
+var ErrMalformed = errors.New("encoding: malformed data")
+
+// maxVarintBytes is the longest valid unsigned LEB128 varint of a uint64.
+const maxVarintBytes = 10
+
+// lowMask returns a mask of the k low bits; k may be 0..64.
+func lowMask(k uint) uint64 {
+	return uint64(1)<<k - 1 // Go defines 1<<64 == 0, so k == 64 yields all ones.
+}
+
+// bitWriter appends bits MSB-first to a byte slice. Unused low bits of the
+// last byte are always zero, so b is at every moment a valid encoding of all
+// bits written so far.
+type bitWriter struct {
+	b    []byte
+	free uint // unused low bits in the last byte of b (0..7)
+}
+
+// reset empties the writer, keeping the capacity of its buffer.
+func (w *bitWriter) reset() {
+	w.b = w.b[:0]
+	w.free = 0
+}
+
+// writeBit appends a single bit (the lowest bit of bit).
+func (w *bitWriter) writeBit(bit uint64) {
+	if w.free == 0 {
+		w.b = append(w.b, 0)
+		w.free = 8
+	}
+	w.free--
+	w.b[len(w.b)-1] |= byte(bit&1) << w.free
+}
+
+// writeBits appends the k low bits of v, most significant first; k may be 0..64.
+func (w *bitWriter) writeBits(v uint64, k uint) {
+	if k == 0 {
+		return
+	}
+	v <<= 64 - k // left-align; this also drops bits above k.
+	if w.free > 0 {
+		w.b[len(w.b)-1] |= byte(v >> (64 - w.free))
+		if k <= w.free {
+			w.free -= k
+			return
+		}
+		v <<= w.free
+		k -= w.free
+		w.free = 0
+	}
+	for k >= 8 {
+		w.b = append(w.b, byte(v>>56))
+		v <<= 8
+		k -= 8
+	}
+	if k > 0 {
+		w.b = append(w.b, byte(v>>56))
+		w.free = 8 - k
+	}
+}
+
+// writeUvarint appends x as an unsigned LEB128 varint, 8 bits per byte.
+func (w *bitWriter) writeUvarint(x uint64) {
+	for x >= 0x80 {
+		w.writeBits(x&0x7f|0x80, 8)
+		x >>= 7
+	}
+	w.writeBits(x, 8)
+}
+
+// writeVarint appends x zig-zag encoded as an unsigned varint.
+func (w *bitWriter) writeVarint(x int64) {
+	w.writeUvarint(uint64(x<<1) ^ uint64(x>>63))
+}
+
+// bitReader reads bits MSB-first from a byte slice. It never reads past the
+// end of the slice and never allocates.
+type bitReader struct {
+	b   []byte
+	pos int    // next byte of b to load into buf
+	buf uint64 // the n low bits are the next bits of the stream; higher bits are garbage
+	n   uint   // number of valid bits in buf (0..64)
+}
+
+// reset starts reading b from its first bit.
+func (r *bitReader) reset(b []byte) {
+	*r = bitReader{b: b}
+}
+
+// fill loads as many whole bytes into buf as fit.
+func (r *bitReader) fill() {
+	if len(r.b)-r.pos >= 8 {
+		word := binary.BigEndian.Uint64(r.b[r.pos:])
+		nb := (64 - r.n) / 8 // bytes that fit: 8 when n == 0, else 0..7
+		if nb == 0 {
+			return
+		}
+		r.buf = r.buf<<(nb*8) | word>>(64-nb*8)
+		r.n += nb * 8
+		r.pos += int(nb)
+		return
+	}
+	for r.n <= 56 && r.pos < len(r.b) {
+		r.buf = r.buf<<8 | uint64(r.b[r.pos])
+		r.n += 8
+		r.pos++
+	}
+}
+
+// readBit returns the next bit; ok is false at the end of the data.
+func (r *bitReader) readBit() (bit uint64, ok bool) {
+	if r.n == 0 {
+		r.fill()
+		if r.n == 0 {
+			return 0, false
+		}
+	}
+	r.n--
+	return (r.buf >> r.n) & 1, true
+}
+
+// readBits returns the next k bits (k may be 0..64) as the low bits of v; ok
+// is false if fewer than k bits remain, in which case the reader's state is
+// unspecified.
+func (r *bitReader) readBits(k uint) (v uint64, ok bool) {
+	if k > r.n {
+		r.fill()
+		if k > r.n {
+			return r.readBitsSlow(k)
+		}
+	}
+	r.n -= k
+	return (r.buf >> r.n) & lowMask(k), true
+}
+
+// readBitsSlow handles a read that straddles a full buffer (k > 56) or the end of the data.
+func (r *bitReader) readBitsSlow(k uint) (uint64, bool) {
+	hiN := r.n
+	hi := r.buf & lowMask(hiN)
+	r.n = 0
+	r.fill()
+	loN := k - hiN
+	if loN > r.n {
+		return 0, false
+	}
+	r.n -= loN
+	return hi<<loN | (r.buf>>r.n)&lowMask(loN), true
+}
+
+// readUvarint reads an unsigned LEB128 varint written by writeUvarint.
+func (r *bitReader) readUvarint() (uint64, error) {
+	var x uint64
+	var s uint
+	for i := 0; i < maxVarintBytes; i++ {
+		b, ok := r.readBits(8)
+		if !ok {
+			return 0, ErrTruncated
+		}
+		if b < 0x80 {
+			if i == maxVarintBytes-1 && b > 1 {
+				return 0, ErrMalformed // overflows 64 bits
+			}
+			return x | b<<s, nil
+		}
+		x |= (b & 0x7f) << s
+		s += 7
+	}
+	return 0, ErrMalformed // too many continuation bytes
+}
+
+// readVarint reads a zig-zag encoded signed varint written by writeVarint.
+func (r *bitReader) readVarint() (int64, error) {
+	ux, err := r.readUvarint()
+	return int64(ux>>1) ^ -int64(ux&1), err
+}

@@ -1,0 +1,157 @@
+package encoding
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+)
+
+const (
+	maxLeading  = 31   // largest leading-zero count storable in the 5-bit field
+	noWindow    = 0xff // sentinel: no leading/trailing window established yet
+	newWindowOH = 13   // control bits of a new window: '11' + 5 + 6
+	reuseOH     = 2    // control bits of a reused window: '10'
+)
+
+// XOREncoder appends float64 values with Gorilla XOR encoding; every bit pattern (NaN payloads, ±0, ±Inf) round-trips exactly.
+type XOREncoder struct {
+	w        bitWriter
+	n        int
+	prev     uint64 // bits of the last value
+	leading  uint8  // leading zeros of the current window, or noWindow
+	trailing uint8  // trailing zeros of the current window
+}
+
+// Append adds v to the stream.
+func (e *XOREncoder) Append(v float64) {
+	vb := math.Float64bits(v)
+	if e.n == 0 {
+		e.w.writeBits(vb, 64)
+		e.prev, e.leading, e.n = vb, noWindow, 1
+		return
+	}
+	x := vb ^ e.prev
+	e.prev = vb
+	e.n++
+	if x == 0 {
+		e.w.writeBit(0)
+		return
+	}
+	lead := uint8(bits.LeadingZeros64(x))
+	trail := uint8(bits.TrailingZeros64(x))
+	if lead > maxLeading {
+		lead = maxLeading
+	}
+	sig := 64 - uint(lead) - uint(trail)
+	if e.leading != noWindow && lead >= e.leading && trail >= e.trailing {
+		// The value fits the current window. Reuse it unless a new, tighter
+		// window is cheaper for this value (an encoder-only choice: the
+		// decoder follows whatever control bits it reads).
+		wsig := 64 - uint(e.leading) - uint(e.trailing)
+		if reuseOH+wsig <= newWindowOH+sig {
+			e.w.writeBits(0b10, 2)
+			e.w.writeBits(x>>e.trailing, wsig)
+			return
+		}
+	}
+	e.leading, e.trailing = lead, trail
+	// '11', 5 bits leading, 6 bits significant count (64 stored as 0).
+	e.w.writeBits(0b11<<11|uint64(lead)<<6|uint64(sig&63), newWindowOH)
+	e.w.writeBits(x>>trail, sig)
+}
+
+// Bytes returns the encoded stream; it aliases internal storage and its last byte may change on the next Append.
+func (e *XOREncoder) Bytes() []byte { return e.w.b }
+
+// Count returns the number of appended values.
+func (e *XOREncoder) Count() int { return e.n }
+
+// Reset empties the encoder, keeping the capacity of its buffer.
+func (e *XOREncoder) Reset() {
+	e.w.reset()
+	e.n, e.prev, e.leading, e.trailing = 0, 0, noWindow, 0
+}
+
+// XORDecoder decodes values produced by XOREncoder; the zero value is an empty decoder.
+type XORDecoder struct {
+	r        bitReader
+	n        int // values to decode
+	i        int // values decoded so far
+	v        uint64
+	leading  uint8
+	trailing uint8
+	err      error
+}
+
+// Reset prepares the decoder to read n values from b (a copy of XOREncoder.Bytes taken when Count was at least n).
+func (d *XORDecoder) Reset(b []byte, n int) {
+	d.r.reset(b)
+	d.n, d.i = max(n, 0), 0
+	d.v, d.leading, d.trailing = 0, noWindow, 0
+	d.err = nil
+}
+
+// Next advances to the next value and reports whether there is one.
+func (d *XORDecoder) Next() bool {
+	if d.err != nil || d.i >= d.n {
+		return false
+	}
+	if err := d.read(); err != nil {
+		d.err = fmt.Errorf("decode value %d of %d: %w", d.i, d.n, err)
+		return false
+	}
+	d.i++
+	return true
+}
+
+// read decodes one value into d.v.
+func (d *XORDecoder) read() error {
+	if d.i == 0 {
+		v, ok := d.r.readBits(64)
+		if !ok {
+			return ErrTruncated
+		}
+		d.v = v
+		return nil
+	}
+	bit, ok := d.r.readBit()
+	if !ok {
+		return ErrTruncated
+	}
+	if bit == 0 {
+		return nil // same value as before
+	}
+	if bit, ok = d.r.readBit(); !ok {
+		return ErrTruncated
+	}
+	if bit == 1 {
+		hdr, ok := d.r.readBits(11)
+		if !ok {
+			return ErrTruncated
+		}
+		lead := uint(hdr >> 6)
+		sig := uint(hdr & 63)
+		if sig == 0 {
+			sig = 64
+		}
+		if lead+sig > 64 {
+			return fmt.Errorf("window of %d leading and %d significant bits: %w", lead, sig, ErrMalformed)
+		}
+		d.leading, d.trailing = uint8(lead), uint8(64-lead-sig)
+	} else if d.leading == noWindow {
+		return fmt.Errorf("window reused before one was set: %w", ErrMalformed)
+	}
+	sig := 64 - uint(d.leading) - uint(d.trailing)
+	x, ok := d.r.readBits(sig)
+	if !ok {
+		return ErrTruncated
+	}
+	d.v ^= x << d.trailing
+	return nil
+}
+
+// At returns the current value.
+func (d *XORDecoder) At() float64 { return math.Float64frombits(d.v) }
+
+// Err returns the error that stopped decoding, if any.
+func (d *XORDecoder) Err() error { return d.err }

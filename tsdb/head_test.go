@@ -1,0 +1,456 @@
+package tsdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand"
+	"sort"
+	"sync"
+	"testing"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/value"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+)
+
+func openHead(t *testing.T, dir string, mod func(*Options)) *Head {
+	t.Helper()
+	opts := DefaultOptions()
+	opts.WALSyncInterval = 0
+	opts.Now = func() int64 { return 1 << 50 }
+	if mod != nil {
+		mod(&opts)
+	}
+	h, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// model is the reference: every accepted sample per series.
+type model map[string]map[int64]uint64
+
+func (m model) add(lset labels.Labels, t int64, v float64) {
+	k := lset.String()
+	if m[k] == nil {
+		m[k] = map[int64]uint64{}
+	}
+	m[k][t] = math.Float64bits(v)
+}
+
+// readAll returns every sample of every series as the model's type.
+func readAll(t *testing.T, h *Head, mint, maxt int64, ms ...*labels.Matcher) model {
+	t.Helper()
+	if len(ms) == 0 {
+		ms = []*labels.Matcher{labels.MustNewMatcher(labels.MatchRegexp, "__name__", ".+")}
+	}
+	q, err := h.Querier(mint, maxt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	ss := q.Select(context.Background(), true, nil, ms...)
+	got := model{}
+	var prev labels.Labels
+	var it chunkenc.Iterator
+	for ss.Next() {
+		s := ss.At()
+		if !prev.IsEmpty() && labels.Compare(prev, s.Labels()) >= 0 {
+			t.Fatalf("series not sorted: %s then %s", prev, s.Labels())
+		}
+		prev = s.Labels()
+		it = s.Iterator(it)
+		last := int64(math.MinInt64)
+		for it.Next() == chunkenc.ValFloat {
+			ts, v := it.At()
+			if ts <= last {
+				t.Fatalf("%s: timestamps not increasing: %d after %d", s.Labels(), ts, last)
+			}
+			if ts < mint || ts > maxt {
+				t.Fatalf("%s: sample at %d outside [%d, %d]", s.Labels(), ts, mint, maxt)
+			}
+			last = ts
+			got.add(s.Labels(), ts, v)
+		}
+		if err := it.Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ss.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+func compareModels(t *testing.T, want, got model) {
+	t.Helper()
+	for k, ws := range want {
+		gs := got[k]
+		if len(gs) != len(ws) {
+			t.Errorf("%s: %d samples, want %d", k, len(gs), len(ws))
+		}
+		for ts, v := range ws {
+			if gv, ok := gs[ts]; !ok || gv != v {
+				t.Errorf("%s at %d: got %x (present %v), want %x", k, ts, gv, ok, v)
+				return
+			}
+		}
+	}
+	for k := range got {
+		if want[k] == nil {
+			t.Errorf("unexpected series %s", k)
+		}
+	}
+}
+
+func series(name string, kv ...string) labels.Labels {
+	return labels.FromStrings(append([]string{"__name__", name}, kv...)...)
+}
+
+// TestHeadAlignedAcrossRequests sends one target's scrape spread over several
+// shards in any order: every member must stay aligned and every sample exact.
+func TestHeadAlignedAcrossRequests(t *testing.T) {
+	h := openHead(t, t.TempDir(), nil)
+	defer h.Close()
+	rng := rand.New(rand.NewSource(1))
+	const members, scrapes, shards = 200, 300, 7
+	want := model{}
+	lsets := make([]labels.Labels, members)
+	for i := range lsets {
+		lsets[i] = series(fmt.Sprintf("m%d", i%20), "job", "node", "instance", "a:9100", "idx", fmt.Sprint(i))
+	}
+	for s := 0; s < scrapes; s++ {
+		ts := int64(s) * 15000
+		batches := make([]Batch, shards)
+		for i, l := range lsets {
+			v := float64(s*i) + rng.Float64()
+			if i%50 == 0 && s%7 == 3 {
+				continue // an occasional missing member
+			}
+			b := &batches[(i*31)%shards]
+			b.Series = append(b.Series, BatchSeries{Labels: l, Samples: []Sample{{T: ts, V: v}}})
+			want.add(l, ts, v)
+		}
+		rng.Shuffle(len(batches), func(i, j int) { batches[i], batches[j] = batches[j], batches[i] })
+		for i := range batches {
+			res, err := h.AppendBatch(context.Background(), &batches[i])
+			if err != nil || res.Err() != nil {
+				t.Fatal(err, res.Err())
+			}
+		}
+	}
+	compareModels(t, want, readAll(t, h, math.MinInt64, math.MaxInt64))
+	if n := h.counters.unaligned.Load(); n != 0 {
+		t.Fatalf("%d members unaligned, want all aligned", n)
+	}
+	if n := h.counters.groups.Load(); n != 1 {
+		t.Fatalf("%d groups, want 1", n)
+	}
+	// Compression: the shared timestamp column and XOR values.
+	g := h.getOrCreateGroup(h.groupKey(lsets[0]))
+	bytes, samples := 0, 0
+	for _, c := range g.aligned.chunks {
+		bytes += c.size()
+		for i := range c.cols {
+			samples += c.cols[i].n
+		}
+	}
+	if samples == 0 || float64(bytes)/float64(samples) > 10 {
+		t.Fatalf("chunks hold %d samples in %d bytes", samples, bytes)
+	}
+	t.Logf("aligned chunks: %.2f bytes/sample", float64(bytes)/float64(samples))
+}
+
+// TestHeadUnalignedMember: a member on its own schedule must not multiply
+// rows; it is detected and stored unaligned, with exact data.
+func TestHeadUnalignedMember(t *testing.T) {
+	h := openHead(t, t.TempDir(), nil)
+	defer h.Close()
+	want := model{}
+	aligned := []labels.Labels{series("a", "job", "j", "instance", "i"), series("b", "job", "j", "instance", "i")}
+	odd := series("odd", "job", "j", "instance", "i")
+	for s := 0; s < 400; s++ {
+		var b Batch
+		ts := int64(s) * 10000
+		for _, l := range aligned {
+			b.Series = append(b.Series, BatchSeries{Labels: l, Samples: []Sample{{T: ts, V: float64(s)}}})
+			want.add(l, ts, float64(s))
+		}
+		b.Series = append(b.Series, BatchSeries{Labels: odd, Samples: []Sample{{T: ts + 3333, V: -float64(s)}}})
+		want.add(odd, ts+3333, -float64(s))
+		if res, err := h.AppendBatch(context.Background(), &b); err != nil || res.Err() != nil {
+			t.Fatal(err, res.Err())
+		}
+	}
+	compareModels(t, want, readAll(t, h, math.MinInt64, math.MaxInt64))
+	if n := h.counters.unaligned.Load(); n != 1 {
+		t.Fatalf("%d unaligned members, want 1", n)
+	}
+	g := h.getOrCreateGroup(h.groupKey(odd))
+	rows := 0
+	for _, c := range g.aligned.chunks {
+		rows += c.rows
+	}
+	if rows > 400+2*soloRowsToUnalign+1 {
+		t.Fatalf("aligned table has %d rows for 400 scrapes: the odd member multiplied rows", rows)
+	}
+}
+
+// TestHeadLaggingMember: a member that arrives after its group's rows were
+// sealed (a slow shard) is accepted, stored unaligned.
+func TestHeadLaggingMember(t *testing.T) {
+	h := openHead(t, t.TempDir(), nil)
+	defer h.Close()
+	fast, slow := series("fast", "job", "j", "instance", "i"), series("slow", "job", "j", "instance", "i")
+	want := model{}
+	for s := 0; s < 100; s++ {
+		b := Batch{Series: []BatchSeries{{Labels: fast, Samples: []Sample{{T: int64(s) * 15000, V: 1}}}}}
+		want.add(fast, int64(s)*15000, 1)
+		if res, err := h.AppendBatch(context.Background(), &b); err != nil || res.Err() != nil {
+			t.Fatal(err, res.Err())
+		}
+	}
+	// The slow shard catches up: 100 samples far behind the group's open window.
+	b := Batch{Series: []BatchSeries{{Labels: slow}}}
+	for s := 0; s < 100; s++ {
+		b.Series[0].Samples = append(b.Series[0].Samples, Sample{T: int64(s) * 15000, V: 2})
+		want.add(slow, int64(s)*15000, 2)
+	}
+	if res, err := h.AppendBatch(context.Background(), &b); err != nil || res.Err() != nil {
+		t.Fatal(err, res.Err())
+	}
+	compareModels(t, want, readAll(t, h, math.MinInt64, math.MaxInt64))
+}
+
+func TestHeadDuplicatesAndOrder(t *testing.T) {
+	h := openHead(t, t.TempDir(), nil)
+	defer h.Close()
+	l := series("x", "job", "j", "instance", "i")
+	app := func(samples ...Sample) AppendResult {
+		res, err := h.AppendBatch(context.Background(), &Batch{Series: []BatchSeries{{Labels: l, Samples: samples}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	var in []Sample
+	for i := 0; i < 500; i++ {
+		in = append(in, Sample{T: int64(i) * 1000, V: float64(i) * 1.5})
+	}
+	if res := app(in...); res.Err() != nil || res.SamplesWritten != 500 {
+		t.Fatalf("first write: %v, %d written", res.Err(), res.SamplesWritten)
+	}
+	// A retried request (all samples already stored, some sealed) is idempotent.
+	if res := app(in...); res.Err() != nil || res.SamplesWritten != 500 {
+		t.Fatalf("resend: %v, %d written", res.Err(), res.SamplesWritten)
+	}
+	res := app(Sample{T: 499000, V: 7})
+	if !errors.Is(res.Err(), ErrDuplicateSample) {
+		t.Fatalf("same timestamp, other value: %v", res.Err())
+	}
+	res = app(Sample{T: 1000, V: 7})
+	if !errors.Is(res.Err(), ErrDuplicateSample) {
+		t.Fatalf("old timestamp, other value: %v", res.Err())
+	}
+	res = app(Sample{T: 1500, V: 7})
+	if !errors.Is(res.Err(), ErrOutOfOrderSample) {
+		t.Fatalf("out of order: %v", res.Err())
+	}
+	res = app(Sample{T: (1 << 50) + 11*60*1000, V: 1})
+	if !errors.Is(res.Err(), ErrTooFarInFuture) {
+		t.Fatalf("future: %v", res.Err())
+	}
+	res, _ = h.AppendBatch(context.Background(), &Batch{Series: []BatchSeries{{Labels: labels.FromStrings("__name__", "y", "a", ""), Samples: in[:1]}}})
+	if !errors.Is(res.Err(), ErrInvalidLabels) {
+		t.Fatalf("empty label value: %v", res.Err())
+	}
+	want := model{}
+	for _, s := range in {
+		want.add(l, s.T, s.V)
+	}
+	compareModels(t, want, readAll(t, h, math.MinInt64, math.MaxInt64))
+}
+
+// TestHeadSpecialValuesAndReplay: staleness markers and every float bit
+// pattern survive chunks and a restart; the layout is rebuilt too.
+func TestHeadSpecialValuesAndReplay(t *testing.T) {
+	dir := t.TempDir()
+	h := openHead(t, dir, func(o *Options) { o.ChunkRows = 16 })
+	specials := []float64{math.Float64frombits(value.StaleNaN), math.NaN(), math.Float64frombits(0x7ff8000000000001),
+		math.Inf(1), math.Inf(-1), math.Copysign(0, -1), 0, math.MaxFloat64, math.SmallestNonzeroFloat64, -1e-300}
+	rng := rand.New(rand.NewSource(2))
+	want := model{}
+	for s := 0; s < 300; s++ {
+		var b Batch
+		for m := 0; m < 5; m++ {
+			l := series("v", "job", "j", "instance", "i", "m", fmt.Sprint(m))
+			ts := int64(s) * 1000
+			if m == 4 {
+				ts += 17 // on its own schedule: becomes unaligned
+			}
+			v := specials[rng.Intn(len(specials))]
+			if rng.Intn(3) == 0 {
+				v = math.Float64frombits(rng.Uint64())
+			}
+			b.Series = append(b.Series, BatchSeries{Labels: l, Samples: []Sample{{T: ts, V: v}}})
+			want.add(l, ts, v)
+		}
+		if res, err := h.AppendBatch(context.Background(), &b); err != nil || res.Err() != nil {
+			t.Fatal(err, res.Err())
+		}
+	}
+	h.AppendBatch(context.Background(), &Batch{Metadata: []Metadata{{Metric: "v", Type: "gauge", Help: "a value", Unit: "seconds"}}})
+	compareModels(t, want, readAll(t, h, math.MinInt64, math.MaxInt64))
+	unaligned := h.counters.unaligned.Load()
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	h2 := openHead(t, dir, func(o *Options) { o.ChunkRows = 16 })
+	defer h2.Close()
+	compareModels(t, want, readAll(t, h2, math.MinInt64, math.MaxInt64))
+	if got := h2.counters.unaligned.Load(); got != unaligned || got != 1 {
+		t.Fatalf("after replay %d unaligned members, before %d, want 1", got, unaligned)
+	}
+	md := h2.MetricMetadata("v", 0, 0)
+	if len(md["v"]) != 1 || md["v"][0].Unit != "seconds" {
+		t.Fatalf("metadata after replay: %v", md)
+	}
+	// Range trimming.
+	got := readAll(t, h2, 100000, 199999)
+	for k, ss := range got {
+		for ts := range ss {
+			if ts < 100000 || ts > 199999 {
+				t.Fatalf("%s: %d outside range", k, ts)
+			}
+		}
+	}
+}
+
+// TestHeadConcurrentShards appends from many goroutines like Prometheus's
+// shards (series hashed onto shards) and checks every sample; run with -race.
+func TestHeadConcurrentShards(t *testing.T) {
+	dir := t.TempDir()
+	h := openHead(t, dir, func(o *Options) { o.WALSyncInterval = 0 })
+	const targets, perTarget, scrapes, shards = 8, 60, 60, 6
+	var lsets []labels.Labels
+	for tg := 0; tg < targets; tg++ {
+		for m := 0; m < perTarget; m++ {
+			lsets = append(lsets, series(fmt.Sprintf("node_metric_%d", m%12), "job", "node", "instance", fmt.Sprintf("host%d:9100", tg), "n", fmt.Sprint(m)))
+		}
+	}
+	want := model{}
+	for s := 0; s < scrapes; s++ {
+		for i, l := range lsets {
+			want.add(l, int64(s)*15000, float64(s+i))
+		}
+	}
+	var wg sync.WaitGroup
+	for sh := 0; sh < shards; sh++ {
+		wg.Add(1)
+		go func(sh int) {
+			defer wg.Done()
+			for s := 0; s < scrapes; s++ {
+				var b Batch
+				for i, l := range lsets {
+					if i%shards == sh {
+						b.Series = append(b.Series, BatchSeries{Labels: l, Samples: []Sample{{T: int64(s) * 15000, V: float64(s + i)}}})
+					}
+				}
+				if res, err := h.AppendBatch(context.Background(), &b); err != nil || res.Err() != nil {
+					t.Error(err, res.Err())
+					return
+				}
+			}
+		}(sh)
+	}
+	// Queries run while writes continue.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < 20; i++ {
+			q, _ := h.Querier(math.MinInt64, math.MaxInt64)
+			ss := q.Select(context.Background(), false, nil, labels.MustNewMatcher(labels.MatchEqual, "job", "node"))
+			for ss.Next() {
+				it := ss.At().Iterator(nil)
+				for it.Next() != chunkenc.ValNone {
+				}
+			}
+		}
+	}()
+	wg.Wait()
+	<-done
+	compareModels(t, want, readAll(t, h, math.MinInt64, math.MaxInt64))
+	h.Close()
+	h2 := openHead(t, dir, nil)
+	defer h2.Close()
+	compareModels(t, want, readAll(t, h2, math.MinInt64, math.MaxInt64))
+}
+
+func TestHeadMatchers(t *testing.T) {
+	h := openHead(t, t.TempDir(), nil)
+	defer h.Close()
+	var b Batch
+	for i := 0; i < 30; i++ {
+		kv := []string{"job", fmt.Sprintf("job%d", i%3), "instance", fmt.Sprintf("i%d", i)}
+		if i%2 == 0 {
+			kv = append(kv, "mode", fmt.Sprintf("mode%d", i%4))
+		}
+		b.Series = append(b.Series, BatchSeries{Labels: series(fmt.Sprintf("metric_%d", i%5), kv...), Samples: []Sample{{T: 1000, V: 1}}})
+	}
+	if _, err := h.AppendBatch(context.Background(), &b); err != nil {
+		t.Fatal(err)
+	}
+	all := make([]labels.Labels, len(b.Series))
+	for i := range b.Series {
+		all[i] = b.Series[i].Labels
+	}
+	cases := [][]*labels.Matcher{
+		{labels.MustNewMatcher(labels.MatchEqual, "job", "job1")},
+		{labels.MustNewMatcher(labels.MatchNotEqual, "job", "job1")},
+		{labels.MustNewMatcher(labels.MatchRegexp, "job", "job[12]")},
+		{labels.MustNewMatcher(labels.MatchRegexp, "job", "job1|job2")},
+		{labels.MustNewMatcher(labels.MatchNotRegexp, "mode", "mode0|mode2")},
+		{labels.MustNewMatcher(labels.MatchEqual, "mode", "")},
+		{labels.MustNewMatcher(labels.MatchNotEqual, "mode", "")},
+		{labels.MustNewMatcher(labels.MatchRegexp, "mode", "mode0|")},
+		{labels.MustNewMatcher(labels.MatchRegexp, "__name__", "metric_.*"), labels.MustNewMatcher(labels.MatchNotEqual, "instance", "i3")},
+		{labels.MustNewMatcher(labels.MatchRegexp, "__name__", "metric_1"), labels.MustNewMatcher(labels.MatchRegexp, "job", "job.*")},
+		{labels.MustNewMatcher(labels.MatchEqual, "nope", "x")},
+		{labels.MustNewMatcher(labels.MatchRegexp, "instance", "i1.*"), labels.MustNewMatcher(labels.MatchNotRegexp, "job", "job0")},
+	}
+	for _, ms := range cases {
+		var want []string
+		for _, l := range all {
+			ok := true
+			for _, m := range ms {
+				ok = ok && m.Matches(l.Get(m.Name))
+			}
+			if ok {
+				want = append(want, l.String())
+			}
+		}
+		sort.Strings(want)
+		got := readAll(t, h, 0, 2000, ms...)
+		var gotNames []string
+		for k := range got {
+			gotNames = append(gotNames, k)
+		}
+		sort.Strings(gotNames)
+		if fmt.Sprint(want) != fmt.Sprint(gotNames) {
+			t.Errorf("%v: got %v, want %v", ms, gotNames, want)
+		}
+	}
+	q, _ := h.Querier(0, 2000)
+	vals, _, _ := q.LabelValues(context.Background(), "job", nil, labels.MustNewMatcher(labels.MatchEqual, "mode", "mode2"))
+	if fmt.Sprint(vals) != "[job0 job1 job2]" {
+		t.Fatalf("label values: %v", vals)
+	}
+	names, _, _ := q.LabelNames(context.Background(), &storage.LabelHints{Limit: 2})
+	if fmt.Sprint(names) != "[__name__ instance]" {
+		t.Fatalf("label names with limit: %v", names)
+	}
+}
