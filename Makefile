@@ -1,0 +1,47 @@
+# tandem — see README.md.
+GO      ?= go
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION) -X main.revision=$(shell git rev-parse --short HEAD 2>/dev/null || echo unknown) -X main.buildDate=$(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+FUZZTIME ?= 4s
+
+# Fuzz targets run briefly by `make test` (package:target).
+FUZZ_TARGETS := \
+	./tsdb/encoding:FuzzTSDecoder ./tsdb/encoding:FuzzXORDecoder ./tsdb/encoding:FuzzRoundTrip \
+	./tsdb/record:FuzzDecode ./tsdb/wal:FuzzReplay \
+	./remote:FuzzDecodeV1 ./remote:FuzzDecodeV2
+
+.PHONY: all build run test vet unit fuzz bench clean
+
+all: build
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/tandem ./cmd/tandem
+
+## run: build tandem and start it with ./data as its data directory.
+run: build
+	./bin/tandem --storage.path=./data
+
+## test: vet, unit/integration/e2e tests (race detector on), then each fuzz target briefly.
+test: vet unit fuzz
+
+vet:
+	$(GO) vet -stdmethods=false ./...
+	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || (echo "gofmt needed:"; gofmt -l .; exit 1)
+
+unit:
+	$(GO) test -race -timeout 20m ./...
+
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "fuzz $$pkg $$name ($(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg; \
+	done
+
+## bench: ingest micro-benchmarks next to Prometheus's tsdb in the same run.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime=5x ./tsdb/
+	$(GO) test -run '^$$' -bench . -benchmem ./remote/ ./tsdb/encoding/ ./tsdb/record/
+
+clean:
+	rm -rf bin
