@@ -1,12 +1,15 @@
 package tsdb
 
 import (
+	"cmp"
 	"math"
+	"slices"
 	"math/bits"
 	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
 )
 
 // soloRowsToUnalign is how many sealed rows a member may create alone, next to
@@ -28,6 +31,10 @@ type memSeries struct {
 	lastT int64
 	lastV float64
 	solo  int
+	// late holds samples that WAL replay found behind the series' newest one
+	// (two concurrent requests for one series logged in the other order than
+	// they were applied). Sorted; merged into every snapshot.
+	late []Sample
 }
 
 // group is a set of series sampled together (one scrape target). Its aligned
@@ -163,7 +170,45 @@ func (g *group) snapshot(s *memSeries, mint, maxt int64) *seriesData {
 	if s.own != nil {
 		d.add(s.own, 0)
 	}
+	if len(s.late) > 0 {
+		d.mergeLate(s.late)
+	}
 	return d
+}
+
+// addLate keeps a replayed sample that is older than the series' newest one.
+func (s *memSeries) addLate(t int64, v float64) {
+	i, found := slices.BinarySearchFunc(s.late, t, func(a Sample, t int64) int { return cmp.Compare(a.T, t) })
+	if found {
+		return
+	}
+	s.late = slices.Insert(s.late, i, Sample{T: t, V: v})
+	if t < s.minT {
+		s.minT = t
+	}
+}
+
+// mergeLate replaces the parts by one sorted run that includes late samples.
+func (d *seriesData) mergeLate(late []Sample) {
+	var all []Sample
+	it := newSeriesIterator(d)
+	for it.Next() != chunkenc.ValNone {
+		t, v := it.At()
+		all = append(all, Sample{T: t, V: v})
+	}
+	for _, l := range late {
+		if l.T < d.mint || l.T > d.maxt {
+			continue
+		}
+		i, found := slices.BinarySearchFunc(all, l.T, func(a Sample, t int64) int { return cmp.Compare(a.T, t) })
+		if !found {
+			all = slices.Insert(all, i, l)
+		}
+	}
+	d.parts = d.parts[:0]
+	if len(all) > 0 {
+		d.parts = append(d.parts, part{samples: all})
+	}
 }
 
 // seriesData is a member's data for one query: chunk parts plus open samples, in time order.

@@ -84,6 +84,7 @@ type Head struct {
 	opts   Options
 	logger *slog.Logger
 	wal    *wal.WAL
+	lock   *dirLock
 
 	series  [stripes]seriesStripe
 	refs    [stripes]refStripe
@@ -144,6 +145,11 @@ func Open(dir string, opts Options) (*Head, error) {
 		h.groups[i].byKey = map[string]*group{}
 	}
 	h.commitPool.New = func() any { return &commitState{} }
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	h.lock = lock
 	h.metrics = newHeadMetrics(h, opts.Registerer)
 
 	w, err := wal.Open(filepath.Join(dir, "wal"), wal.Options{
@@ -153,6 +159,7 @@ func Open(dir string, opts Options) (*Head, error) {
 		Registerer:   opts.Registerer,
 	})
 	if err != nil {
+		lock.release()
 		return nil, fmt.Errorf("open WAL: %w", err)
 	}
 	h.wal = w
@@ -160,6 +167,7 @@ func Open(dir string, opts Options) (*Head, error) {
 	n, err := h.replay()
 	if err != nil {
 		w.Close()
+		lock.release()
 		return nil, fmt.Errorf("replay WAL: %w", err)
 	}
 	h.logger.Info("WAL replayed", "records", n, "series", h.counters.series.Load(),
@@ -176,6 +184,7 @@ func (h *Head) Close() error {
 	if h.wal == nil {
 		return nil
 	}
+	defer h.lock.release()
 	if err := h.wal.Close(); err != nil {
 		return fmt.Errorf("close WAL: %w", err)
 	}
@@ -530,6 +539,11 @@ func (h *Head) replay() (int, error) {
 			}
 			s.g.mu.Lock()
 			err := s.g.append(s, smp.T, smp.V, window, h.opts.ChunkRows, &h.counters)
+			if errors.Is(err, ErrOutOfOrderSample) {
+				// Acknowledged live, logged in another order: keep it.
+				s.addLate(smp.T, smp.V)
+				err = nil
+			}
 			s.g.mu.Unlock()
 			if err != nil && err != errDupSame {
 				dropped++

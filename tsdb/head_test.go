@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 
@@ -14,6 +15,8 @@ import (
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
+
+	"github.com/tandem-tsdb/tandem/tsdb/record"
 )
 
 func openHead(t *testing.T, dir string, mod func(*Options)) *Head {
@@ -453,4 +456,44 @@ func TestHeadMatchers(t *testing.T) {
 	if fmt.Sprint(names) != "[__name__ instance]" {
 		t.Fatalf("label names with limit: %v", names)
 	}
+}
+
+// TestHeadReplayOutOfOrderRecords: two requests for one series logged in the
+// other order than applied must both survive replay.
+func TestHeadReplayOutOfOrderRecords(t *testing.T) {
+	dir := t.TempDir()
+	h := openHead(t, dir, nil)
+	l := series("x", "job", "j", "instance", "i")
+	s, err := h.getOrCreate(l, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Log the newer sample's record first, as a concurrent request could.
+	for _, smp := range []Sample{{T: 2000, V: 2}, {T: 1000, V: 1}} {
+		var c record.Commit
+		c.Series = []record.RefSeries{{Ref: s.ref, Labels: l}}
+		c.Samples = []record.RefSample{{Ref: s.ref, T: smp.T, V: smp.V}}
+		if err := h.wal.Log(c.Encode(nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.Close()
+	h2 := openHead(t, dir, nil)
+	defer h2.Close()
+	want := model{}
+	want.add(l, 1000, 1)
+	want.add(l, 2000, 2)
+	compareModels(t, want, readAll(t, h2, math.MinInt64, math.MaxInt64))
+	compareModels(t, model{l.String(): {2000: math.Float64bits(2)}}, readAll(t, h2, 1500, 3000))
+}
+
+func TestHeadDirectoryLock(t *testing.T) {
+	dir := t.TempDir()
+	h := openHead(t, dir, nil)
+	if _, err := Open(dir, DefaultOptions()); err == nil || !strings.Contains(err.Error(), "in use") {
+		t.Fatalf("second open of the same directory: %v", err)
+	}
+	h.Close()
+	h2 := openHead(t, dir, nil)
+	h2.Close()
 }

@@ -1,0 +1,322 @@
+package record
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"unsafe"
+
+	"github.com/prometheus/prometheus/model/labels"
+)
+
+// TypeCommit is the type byte of a version-1 Commit record.
+const TypeCommit byte = 1
+
+// Minimum encoded sizes, used to bound counts before allocating.
+const (
+	minSeriesSize   = 2  // uvarint ref + uvarint nlabels
+	minLabelSize    = 2  // two empty strs
+	minSampleSize   = 10 // two varints + 8 value bytes
+	minMetadataSize = 4  // four empty strs
+)
+
+// ErrMalformed is wrapped by every error Decode returns for invalid input.
+var ErrMalformed = errors.New("malformed record")
+
+// RefSeries is a series first created by a write, with the reference its samples use.
+type RefSeries struct {
+	Ref    uint64
+	Labels labels.Labels
+}
+
+// RefSample is one float sample of the series identified by Ref.
+type RefSample struct {
+	Ref uint64
+	T   int64
+	V   float64
+}
+
+// Metadata describes a metric family (type, help and unit).
+type Metadata struct {
+	Metric, Type, Help, Unit string
+}
+
+// Commit is the content of one record: series first created by this write, its samples, and metric metadata.
+type Commit struct {
+	Series   []RefSeries
+	Samples  []RefSample
+	Metadata []Metadata
+
+	builder     labels.ScratchBuilder
+	builderInit bool
+}
+
+// Reset empties c, keeping the capacity of its slices for reuse.
+func (c *Commit) Reset() {
+	clear(c.Series) // drop label references so they can be collected
+	clear(c.Metadata)
+	c.Series = c.Series[:0]
+	c.Samples = c.Samples[:0]
+	c.Metadata = c.Metadata[:0]
+}
+
+// Encode appends the binary record to buf and returns it.
+func (c *Commit) Encode(buf []byte) []byte {
+	buf = append(buf, TypeCommit)
+
+	buf = binary.AppendUvarint(buf, uint64(len(c.Series)))
+	for i := range c.Series {
+		s := &c.Series[i]
+		buf = binary.AppendUvarint(buf, s.Ref)
+		buf = binary.AppendUvarint(buf, uint64(s.Labels.Len()))
+		s.Labels.Range(func(l labels.Label) {
+			buf = appendString(buf, l.Name)
+			buf = appendString(buf, l.Value)
+		})
+	}
+
+	buf = binary.AppendUvarint(buf, uint64(len(c.Samples)))
+	if len(c.Samples) > 0 {
+		first := c.Samples[0]
+		buf = binary.AppendUvarint(buf, first.Ref)
+		buf = binary.AppendVarint(buf, first.T)
+		buf = binary.LittleEndian.AppendUint64(buf, math.Float64bits(first.V))
+		for _, s := range c.Samples[1:] {
+			buf = binary.AppendVarint(buf, int64(s.Ref-first.Ref))
+			buf = binary.AppendVarint(buf, s.T-first.T)
+			buf = binary.LittleEndian.AppendUint64(buf, math.Float64bits(s.V))
+		}
+	}
+
+	buf = binary.AppendUvarint(buf, uint64(len(c.Metadata)))
+	for _, m := range c.Metadata {
+		buf = appendString(buf, m.Metric)
+		buf = appendString(buf, m.Type)
+		buf = appendString(buf, m.Help)
+		buf = appendString(buf, m.Unit)
+	}
+	return buf
+}
+
+func appendString(buf []byte, s string) []byte {
+	buf = binary.AppendUvarint(buf, uint64(len(s)))
+	return append(buf, s...)
+}
+
+// decoder reads from a record, remembering the first error.
+type decoder struct {
+	b   []byte
+	off int
+	err error
+}
+
+func (d *decoder) fail(what string) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: %s at byte %d", ErrMalformed, what, d.off)
+	}
+}
+
+func (d *decoder) remaining() int { return len(d.b) - d.off }
+
+func (d *decoder) uvarint(what string) uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b[d.off:])
+	if n <= 0 || (n > 1 && d.b[d.off+n-1] == 0) {
+		d.fail("bad, overlong or truncated uvarint " + what)
+		return 0
+	}
+	d.off += n
+	return v
+}
+
+func (d *decoder) varint(what string) int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b[d.off:])
+	if n <= 0 || (n > 1 && d.b[d.off+n-1] == 0) {
+		d.fail("bad, overlong or truncated varint " + what)
+		return 0
+	}
+	d.off += n
+	return v
+}
+
+func (d *decoder) float() float64 {
+	if d.err != nil {
+		return 0
+	}
+	if d.remaining() < 8 {
+		d.fail("truncated sample value")
+		return 0
+	}
+	v := math.Float64frombits(binary.LittleEndian.Uint64(d.b[d.off:]))
+	d.off += 8
+	return v
+}
+
+// bytes returns a length-prefixed byte string aliasing the record.
+func (d *decoder) bytes(what string) []byte {
+	n := d.uvarint(what + " length")
+	if d.err != nil {
+		return nil
+	}
+	if n > uint64(d.remaining()) {
+		d.fail(what + " longer than record")
+		return nil
+	}
+	s := d.b[d.off : d.off+int(n)]
+	d.off += int(n)
+	return s
+}
+
+// count reads a uvarint element count and checks that count elements of at
+// least minSize bytes each fit in the rest of the record.
+func (d *decoder) count(what string, minSize int) int {
+	n := d.uvarint(what + " count")
+	if d.err != nil {
+		return 0
+	}
+	if n > uint64(d.remaining()/minSize) {
+		d.fail(fmt.Sprintf("%s count %d exceeds record size", what, n))
+		return 0
+	}
+	return int(n)
+}
+
+// yolo views b as a string without copying; the result is only valid while b is.
+func yolo(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}
+
+// Decode parses rec into c, reusing c's slices; returns a clear error (never panics, never allocates more than O(len(rec))) on malformed input.
+// The decoded Commit does not reference rec, so rec may be reused afterwards.
+// On error c holds partial, unspecified content.
+func Decode(rec []byte, c *Commit) error {
+	c.Reset()
+	if len(rec) == 0 {
+		return fmt.Errorf("%w: empty record", ErrMalformed)
+	}
+	if rec[0] != TypeCommit {
+		return fmt.Errorf("%w: unknown record type %d", ErrMalformed, rec[0])
+	}
+	d := decoder{b: rec, off: 1}
+
+	if err := c.decodeSeries(&d); err != nil {
+		return err
+	}
+	c.decodeSamples(&d)
+	c.decodeMetadata(&d)
+	if d.err != nil {
+		return d.err
+	}
+	if d.remaining() != 0 {
+		return fmt.Errorf("%w: %d trailing bytes", ErrMalformed, d.remaining())
+	}
+	return nil
+}
+
+func (c *Commit) decodeSeries(d *decoder) error {
+	n := d.count("series", minSeriesSize)
+	if d.err != nil {
+		return d.err
+	}
+	c.Series = grow(c.Series, n)
+	if n == 0 {
+		return nil
+	}
+	if !c.builderInit {
+		c.builder = labels.NewScratchBuilder(8)
+		c.builderInit = true
+	}
+	b := &c.builder
+	// Strings handed to the builder alias rec; the builder copies them.
+	b.SetUnsafeAdd(true)
+	for i := range c.Series {
+		ref := d.uvarint("series ref")
+		nl := d.count("label", minLabelSize)
+		if d.err != nil {
+			return d.err
+		}
+		b.Reset()
+		var prev []byte
+		for j := 0; j < nl; j++ {
+			name := d.bytes("label name")
+			value := d.bytes("label value")
+			if d.err != nil {
+				return d.err
+			}
+			if j > 0 && string(name) <= string(prev) {
+				d.fail("label names not strictly increasing")
+				return d.err
+			}
+			prev = name
+			b.Add(yolo(name), yolo(value))
+		}
+		c.Series[i] = RefSeries{Ref: ref, Labels: b.Labels()}
+	}
+	return nil
+}
+
+func (c *Commit) decodeSamples(d *decoder) {
+	n := d.count("sample", minSampleSize)
+	if d.err != nil {
+		return
+	}
+	c.Samples = grow(c.Samples, n)
+	if n == 0 {
+		return
+	}
+	ref0 := d.uvarint("first sample ref")
+	t0 := d.varint("first sample timestamp")
+	c.Samples[0] = RefSample{Ref: ref0, T: t0, V: d.float()}
+	for i := 1; i < n && d.err == nil; i++ {
+		dr := d.varint("sample ref delta")
+		dt := d.varint("sample timestamp delta")
+		c.Samples[i] = RefSample{Ref: ref0 + uint64(dr), T: t0 + dt, V: d.float()}
+	}
+}
+
+func (c *Commit) decodeMetadata(d *decoder) {
+	n := d.count("metadata", minMetadataSize)
+	if d.err != nil {
+		return
+	}
+	c.Metadata = grow(c.Metadata, n)
+	if n == 0 {
+		return
+	}
+	// Copy the rest of the record once; metadata strings are substrings of it.
+	start := d.off
+	all := string(d.b[start:])
+	str := func(what string) string {
+		b := d.bytes(what)
+		if d.err != nil {
+			return ""
+		}
+		s := d.off - len(b) - start
+		return all[s : s+len(b)]
+	}
+	for i := 0; i < n && d.err == nil; i++ {
+		c.Metadata[i] = Metadata{
+			Metric: str("metadata metric"),
+			Type:   str("metadata type"),
+			Help:   str("metadata help"),
+			Unit:   str("metadata unit"),
+		}
+	}
+}
+
+// grow returns s resized to n elements, reusing its backing array when possible.
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
