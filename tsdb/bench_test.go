@@ -9,8 +9,8 @@ import (
 
 	"github.com/prometheus/prometheus/model/labels"
 	promtsdb "github.com/prometheus/prometheus/tsdb"
-	"github.com/prometheus/prometheus/util/compression"
 	"github.com/prometheus/prometheus/tsdb/wlog"
+	"github.com/prometheus/prometheus/util/compression"
 )
 
 // benchWorkload is node_exporter-like: targets × series, one scrape = one

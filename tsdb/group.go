@@ -3,8 +3,8 @@ package tsdb
 import (
 	"cmp"
 	"math"
-	"slices"
 	"math/bits"
+	"slices"
 	"sync"
 	"sync/atomic"
 
