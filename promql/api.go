@@ -1,0 +1,318 @@
+package promql
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime"
+	"strconv"
+	"time"
+
+	"github.com/grafana/regexp"
+	remoteapi "github.com/prometheus/client_golang/exp/api/remote"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/route"
+	"github.com/prometheus/prometheus/config"
+	prompromql "github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb"
+	"github.com/prometheus/prometheus/util/features"
+	"github.com/prometheus/prometheus/util/httputil"
+	v1 "github.com/prometheus/prometheus/web/api/v1"
+)
+
+// Defaults applied by NewEngine and NewAPIHandler to zero APIOptions fields
+// (Prometheus's flag defaults).
+const (
+	defaultLookbackDelta        = 5 * time.Minute
+	defaultQueryTimeout         = 2 * time.Minute
+	defaultMaxSamples           = 50_000_000
+	defaultMaxConcurrentQueries = 20
+)
+
+// Remote-read limits of the upstream read handler, which stays reachable at
+// /api/v1/read only if the caller does not register its own (Prometheus's
+// flag defaults).
+const (
+	remoteReadSampleLimit      = 50_000_000
+	remoteReadConcurrencyLimit = 10
+	remoteReadMaxBytesInFrame  = 1 << 20
+)
+
+// apiPrefix is the path under which the handler serves the API.
+const apiPrefix = "/api/v1"
+
+// corsOrigin is Prometheus's --web.cors.origin default (any origin); the
+// upstream API panics on requests carrying an Origin header if it is nil.
+var corsOrigin = regexp.MustCompile("^(?:.*)$")
+
+// MetadataSource serves metric metadata for /api/v1/metadata.
+type MetadataSource interface {
+	// MetricMetadata returns metadata per metric name; metric "" means all; limit<=0 and limitPerMetric<=0 mean unlimited.
+	MetricMetadata(metric string, limit, limitPerMetric int) map[string][]MetricMetadata
+}
+
+// MetricMetadata is one metadata entry as served by the API.
+type MetricMetadata struct {
+	// Type is the metric type: counter, gauge, histogram, gaugehistogram, summary, info, stateset or unknown.
+	Type string `json:"type"`
+	// Help is the metric's HELP text.
+	Help string `json:"help"`
+	// Unit is the metric's unit, often empty.
+	Unit string `json:"unit"`
+}
+
+// StatsSource reports head statistics for /api/v1/status/tsdb (Prometheus's own tsdb.Stats type from github.com/prometheus/prometheus/tsdb).
+type StatsSource interface {
+	// Stats returns head statistics with the top limit entries per cardinality list, series counted by statsByLabelName.
+	Stats(statsByLabelName string, limit int) (*tsdb.Stats, error)
+}
+
+// APIOptions configures NewEngine and NewAPIHandler; zero values get defaults.
+type APIOptions struct {
+	// Queryable is the storage queries run against (required by NewAPIHandler).
+	Queryable storage.SampleAndChunkQueryable
+	// Metadata serves /api/v1/metadata; nil answers an empty object.
+	Metadata MetadataSource
+	// Stats serves /api/v1/status/tsdb; nil answers empty statistics.
+	Stats StatsSource
+	// Ready gates the API; nil means always ready, false answers 503 like Prometheus's readyFunc.
+	Ready func() bool
+	// Logger receives engine and API logs; nil discards them.
+	Logger *slog.Logger
+	// Registerer receives engine and HTTP metrics; nil registers nothing.
+	Registerer prometheus.Registerer
+	// Gatherer backs /api/v1/status/self_metrics and the head chunk count; nil is an empty gatherer.
+	Gatherer prometheus.Gatherer
+	// LookbackDelta is the staleness lookback of instant selectors (default 5m).
+	LookbackDelta time.Duration
+	// QueryTimeout bounds every query's execution (default 2m).
+	QueryTimeout time.Duration
+	// MaxSamples bounds the samples a query may hold in memory (default 50e6).
+	MaxSamples int
+	// MaxConcurrentQueries bounds concurrently executing queries (default 20).
+	MaxConcurrentQueries int
+	// Version is reported by /api/v1/status/buildinfo.
+	Version string
+	// Revision is reported by /api/v1/status/buildinfo.
+	Revision string
+	// Branch is reported by /api/v1/status/buildinfo.
+	Branch string
+	// BuildDate is reported by /api/v1/status/buildinfo.
+	BuildDate string
+	// StartTime returns the oldest timestamp (ms) in storage, like
+	// storage.Storage.StartTime; it fills headStats.minTime of
+	// /api/v1/status/tsdb when Stats is nil. May be nil.
+	StartTime func() (int64, error)
+}
+
+// withDefaults returns a copy of o with zero fields defaulted.
+func (o APIOptions) withDefaults() APIOptions {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Gatherer == nil {
+		o.Gatherer = prometheus.Gatherers{}
+	}
+	if o.LookbackDelta <= 0 {
+		o.LookbackDelta = defaultLookbackDelta
+	}
+	if o.QueryTimeout <= 0 {
+		o.QueryTimeout = defaultQueryTimeout
+	}
+	if o.MaxSamples <= 0 {
+		o.MaxSamples = defaultMaxSamples
+	}
+	if o.MaxConcurrentQueries <= 0 {
+		o.MaxConcurrentQueries = defaultMaxConcurrentQueries
+	}
+	return o
+}
+
+// NewAPIHandler returns an http.Handler serving the Prometheus HTTP API under /api/v1/ (it must be mountable as mux.Handle("/api/v1/", h)).
+//
+// The handler expects full request paths (/api/v1/query, ...). Remote write
+// and OTLP ingestion are disabled here (they answer 404): tandem serves them
+// itself, so the caller must register /api/v1/write (and /api/v1/read, if it
+// serves remote read itself; otherwise Prometheus's read handler over
+// opts.Queryable answers) on the same mux with a more specific pattern, e.g.
+//
+//	mux.Handle("POST /api/v1/write", writeHandler)
+//	mux.Handle("POST /api/v1/read", readHandler)
+//	mux.Handle("/api/v1/", apiHandler)
+//
+// Admin endpoints are disabled (500, errorType "unavailable", "admin APIs
+// disabled", exactly like Prometheus without --web.enable-admin-api). Scrape, alertmanager, rule and
+// notification endpoints answer empty, valid data.
+func NewAPIHandler(opts APIOptions, engine *prompromql.Engine) (http.Handler, error) {
+	if opts.Queryable == nil {
+		return nil, errors.New("promql API: nil Queryable")
+	}
+	if engine == nil {
+		return nil, errors.New("promql API: nil engine")
+	}
+	opts = opts.withDefaults()
+	logger := opts.Logger.With("component", "api")
+
+	duration, err := newRequestDuration(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+
+	featureRegistry := features.NewRegistry()
+	registerEngineFeatures(featureRegistry, opts)
+	for name, enabled := range map[string]bool{
+		"admin": false, "lifecycle": false, "remote_write_receiver": false,
+		"otlp_write_receiver": false, "query_cost": false, "search": false,
+	} {
+		featureRegistry.Set(features.API, name, enabled)
+	}
+
+	ready := readyFunc(opts.Ready)
+	stats := adminStats{stats: opts.Stats, startTime: opts.StartTime}
+	defaultConfig := config.DefaultConfig
+	birth := time.Now()
+	flags := map[string]string{
+		"query.lookback-delta":  opts.LookbackDelta.String(),
+		"query.timeout":         opts.QueryTimeout.String(),
+		"query.max-samples":     strconv.Itoa(opts.MaxSamples),
+		"query.max-concurrency": strconv.Itoa(opts.MaxConcurrentQueries),
+		"web.enable-admin-api":  "false",
+	}
+
+	api := v1.NewAPI(
+		engine,
+		opts.Queryable,
+		nil, // no appender: remote write and OTLP are served by tandem itself
+		noExemplars{},
+		func(context.Context) v1.ScrapePoolsRetriever { return noTargets{} },
+		func(context.Context) v1.TargetRetriever { return noTargets{} },
+		func(context.Context) v1.AlertmanagerRetriever { return noAlertmanagers{} },
+		func() config.Config { return defaultConfig },
+		flags,
+		v1.GlobalURLOptions{},
+		ready,
+		stats,
+		"",    // dbDir: only used by snapshots
+		false, // enableAdmin
+		false, // enableSearch
+		0,     // maxSearchLimit
+		logger,
+		func(context.Context) v1.RulesRetriever { return noRules{} },
+		remoteReadSampleLimit,
+		remoteReadConcurrencyLimit,
+		remoteReadMaxBytesInFrame,
+		false, // isAgent
+		corsOrigin,
+		runtimeInfoFunc(birth),
+		&v1.PrometheusVersion{
+			Version:   opts.Version,
+			Revision:  opts.Revision,
+			Branch:    opts.Branch,
+			BuildDate: opts.BuildDate,
+			GoVersion: runtime.Version(),
+		},
+		noNotifications,
+		noNotificationsSub,
+		opts.Gatherer,
+		// The registerer is only used for the remote read/write handlers'
+		// metrics; passing nil avoids clashing with tandem's own read
+		// handler registered on the same registry.
+		nil,
+		nil,   // statsRenderer: Prometheus's default
+		false, // rwEnabled
+		remoteapi.MessageTypes{},
+		false, false, false, // otlpEnabled, otlpDeltaToCumulative, otlpNativeDeltaIngestion
+		opts.LookbackDelta,
+		false, // enableTypeAndUnitLabels
+		false, // appendMetadata
+		nil,   // overrideErrorCode
+		featureRegistry,
+		v1.OpenAPIOptions{Version: opts.Version},
+		newParser(),
+		false, // enableQueryCost
+		opts.QueryTimeout,
+	)
+
+	instrument := func(name string, h http.HandlerFunc) http.HandlerFunc {
+		return promhttp.InstrumentHandlerDuration(
+			duration.MustCurryWith(prometheus.Labels{"handler": apiPrefix + name}), h)
+	}
+	router := route.New().WithInstrumentation(instrument).WithPrefix(apiPrefix)
+	api.Register(router)
+
+	mux := http.NewServeMux()
+	mux.Handle(apiPrefix+"/", router)
+	// Upstream's metadata handler reads scrape targets; tandem reads its own store.
+	mux.Handle("GET "+apiPrefix+"/metadata", instrument("/metadata",
+		ready(compress(metadataHandler(opts.Metadata, logger)))))
+	// Upstream's TSDB status reads the chunk count from a Prometheus-only
+	// metric and turns its absence into int64(NaN).
+	mux.Handle("GET "+apiPrefix+"/status/tsdb", instrument("/status/tsdb",
+		ready(compress(tsdbStatusHandler(stats, opts.Gatherer, logger)))))
+	notServed := func(what string) http.HandlerFunc {
+		return func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, what+" is not served by the query API; register tandem's ingest handler on a more specific pattern", http.StatusNotFound)
+		}
+	}
+	mux.Handle(apiPrefix+"/write", notServed("remote write"))
+	mux.Handle(apiPrefix+"/otlp/", notServed("OTLP ingestion"))
+	return mux, nil
+}
+
+// newRequestDuration returns the API request duration histogram, registered on
+// reg (or reusing the one already registered there).
+func newRequestDuration(reg prometheus.Registerer) (*prometheus.HistogramVec, error) {
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:                            "tandem_api_request_duration_seconds",
+		Help:                            "Duration of Prometheus HTTP API requests served by tandem.",
+		Buckets:                         prometheus.DefBuckets,
+		NativeHistogramBucketFactor:     1.1,
+		NativeHistogramMaxBucketNumber:  100,
+		NativeHistogramMinResetDuration: time.Hour,
+	}, []string{"handler", "code"})
+	if reg == nil {
+		return h, nil
+	}
+	if err := reg.Register(h); err != nil {
+		are := &prometheus.AlreadyRegisteredError{}
+		if !errors.As(err, are) {
+			return nil, fmt.Errorf("register API request duration metric: %w", err)
+		}
+		existing, ok := are.ExistingCollector.(*prometheus.HistogramVec)
+		if !ok {
+			return nil, fmt.Errorf("register API request duration metric: conflicting collector: %w", err)
+		}
+		return existing, nil
+	}
+	return h, nil
+}
+
+// readyFunc returns the API's readiness gate: like Prometheus's
+// web.Handler.testReady it answers 503 "Service Unavailable" while not ready.
+func readyFunc(isReady func() bool) func(http.HandlerFunc) http.HandlerFunc {
+	return func(f http.HandlerFunc) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			if isReady != nil && !isReady() {
+				w.Header().Set("X-Prometheus-Stopping", "false")
+				w.WriteHeader(http.StatusServiceUnavailable)
+				_, _ = fmt.Fprint(w, "Service Unavailable")
+				return
+			}
+			f(w, r)
+		}
+	}
+}
+
+// compress applies Prometheus's CORS headers and response compression to h,
+// as the upstream API does for its own endpoints.
+func compress(h http.HandlerFunc) http.HandlerFunc {
+	c := httputil.CompressionHandler{Handler: h}
+	return func(w http.ResponseWriter, r *http.Request) {
+		httputil.SetCORS(w, corsOrigin, r)
+		c.ServeHTTP(w, r)
+	}
+}

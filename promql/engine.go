@@ -1,0 +1,121 @@
+// Package promql serves the Prometheus HTTP query API (/api/v1/...) over any
+// storage.SampleAndChunkQueryable, by wrapping Prometheus's own web/api/v1
+// package the way Cortex and Mimir do: response formats, parameter parsing
+// and error codes are exactly Prometheus's.
+package promql
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	prompromql "github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/prometheus/prometheus/util/features"
+)
+
+// defaultEvaluationInterval is Prometheus's default global evaluation_interval,
+// used as the step of subqueries written without one (`[30m:]`).
+const defaultEvaluationInterval = time.Minute
+
+// newParser returns the PromQL parser shared by the engine and the API. It
+// uses Prometheus 3's defaults: duration expressions and extended range
+// selectors are permanently on there, while experimental functions, binop
+// fill modifiers and unquoted UTF-8 names stay behind feature flags that
+// tandem does not enable.
+func newParser() parser.Parser {
+	return parser.NewParser(parser.Options{})
+}
+
+// engineOpts translates opts (already defaulted) into Prometheus engine options,
+// mirroring cmd/prometheus/main.go.
+func engineOpts(opts APIOptions, reg features.Collector) prompromql.EngineOpts {
+	return prompromql.EngineOpts{
+		Logger:             opts.Logger.With("component", "query engine"),
+		Reg:                opts.Registerer,
+		MaxSamples:         opts.MaxSamples,
+		Timeout:            opts.QueryTimeout,
+		ActiveQueryTracker: newConcurrencyLimiter(opts.MaxConcurrentQueries),
+		LookbackDelta:      opts.LookbackDelta,
+		NoStepSubqueryIntervalFn: func(int64) int64 {
+			return defaultEvaluationInterval.Milliseconds()
+		},
+		// Always on for regular PromQL since Prometheus v2.33.
+		EnableAtModifier:     true,
+		EnableNegativeOffset: true,
+		FeatureRegistry:      reg,
+		Parser:               newParser(),
+	}
+}
+
+// NewEngine returns the PromQL engine configured from opts (at-modifier, negative offset, and the experimental functions Prometheus 3 enables by default — check EngineOpts).
+//
+// That is Prometheus 3's default engine: @ modifier and negative offsets on,
+// duration expressions and extended range selectors (always on in the parser),
+// subqueries without a step evaluated every 1m, and the functions marked
+// experimental off, as without --enable-feature=promql-experimental-functions;
+// queries thus behave exactly as on a default Prometheus. The engine registers its prometheus_engine_* metrics on opts.Registerer, so
+// it must be created once per registry.
+func NewEngine(opts APIOptions) *prompromql.Engine {
+	return prompromql.NewEngine(engineOpts(opts.withDefaults(), nil))
+}
+
+// registerEngineFeatures records in reg the features an engine built by
+// NewEngine offers, for /api/v1/features (the same entries
+// promql.NewEngine sets when given a registry).
+func registerEngineFeatures(reg features.Collector, opts APIOptions) {
+	eo := engineOpts(opts, nil)
+	reg.Set(features.PromQL, "at_modifier", eo.EnableAtModifier)
+	reg.Set(features.PromQL, "negative_offset", eo.EnableNegativeOffset)
+	reg.Set(features.PromQL, "per_step_stats", eo.EnablePerStepStats)
+	reg.Set(features.PromQL, "delayed_name_removal", eo.EnableDelayedNameRemoval)
+	reg.Set(features.PromQL, "type_and_unit_labels", eo.EnableTypeAndUnitLabels)
+	reg.Enable(features.PromQL, "per_query_lookback_delta")
+	reg.Enable(features.PromQL, "subqueries")
+	eo.Parser.RegisterFeatures(reg)
+}
+
+// concurrencyLimiter is a promql.QueryTracker that only bounds the number of
+// concurrently executing queries (Prometheus's ActiveQueryTracker also logs
+// them to an mmapped file, which tandem does not need).
+type concurrencyLimiter struct {
+	slots chan struct{}
+}
+
+func newConcurrencyLimiter(maxConcurrent int) *concurrencyLimiter {
+	return &concurrencyLimiter{slots: make(chan struct{}, maxConcurrent)}
+}
+
+// GetMaxConcurrent implements promql.QueryTracker.
+func (l *concurrencyLimiter) GetMaxConcurrent() int { return cap(l.slots) }
+
+// Insert implements promql.QueryTracker: it blocks until a slot is free or ctx
+// is done, in which case it returns the engine's timeout/cancel error so the
+// API maps it to 503/499 rather than 422.
+func (l *concurrencyLimiter) Insert(ctx context.Context, _ string) (int, error) {
+	// Prefer failing fast on an already expired context, like the engine does.
+	if err := ctx.Err(); err != nil {
+		return 0, queueError(err)
+	}
+	select {
+	case l.slots <- struct{}{}:
+		return 0, nil
+	case <-ctx.Done():
+		return 0, queueError(ctx.Err())
+	}
+}
+
+// Delete implements promql.QueryTracker.
+func (l *concurrencyLimiter) Delete(int) { <-l.slots }
+
+// Close implements promql.QueryTracker.
+func (*concurrencyLimiter) Close() error { return nil }
+
+// queueError converts a context error hit while waiting for a query slot into
+// the engine's error types.
+func queueError(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return prompromql.ErrQueryTimeout("query queue")
+	}
+	return prompromql.ErrQueryCanceled("query queue")
+}
