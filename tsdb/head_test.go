@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
@@ -496,4 +497,32 @@ func TestHeadDirectoryLock(t *testing.T) {
 	h.Close()
 	h2 := openHead(t, dir, nil)
 	h2.Close()
+}
+
+func TestHeadSealIdle(t *testing.T) {
+	now := int64(1 << 40)
+	h := openHead(t, t.TempDir(), func(o *Options) { o.Now = func() int64 { return now } })
+	defer h.Close()
+	l := series("x", "job", "j", "instance", "i")
+	l2 := series("y", "job", "j", "instance", "i")
+	want := model{}
+	for s := 0; s < 3; s++ {
+		b := Batch{Series: []BatchSeries{{Labels: l, Samples: []Sample{{T: now + int64(s)*1000, V: float64(s)}}}, {Labels: l2, Samples: []Sample{{T: now + int64(s)*1000, V: 1}}}}}
+		want.add(l, now+int64(s)*1000, float64(s))
+		want.add(l2, now+int64(s)*1000, 1)
+		if _, err := h.AppendBatch(context.Background(), &b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := h.SealIdle(); n != 0 {
+		t.Fatalf("sealed %d rows of an active group", n)
+	}
+	now += 2 * time.Minute.Milliseconds()
+	if n := h.SealIdle(); n != 3 {
+		t.Fatalf("sealed %d rows of an idle group, want 3", n)
+	}
+	compareModels(t, want, readAll(t, h, math.MinInt64, math.MaxInt64))
+	if n := h.counters.unaligned.Load(); n != 0 {
+		t.Fatalf("%d unaligned after sealing", n)
+	}
 }
