@@ -1,0 +1,199 @@
+package remote
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/golang/snappy"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/prompb"
+	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
+
+	"github.com/tandem-tsdb/tandem/tsdb"
+)
+
+// checkBatch verifies invariants every decoded batch must satisfy.
+func checkBatch(t *testing.T, d *decoder, b *tsdb.Batch) {
+	t.Helper()
+	n := 0
+	for _, s := range b.Series {
+		if len(s.Samples) == 0 {
+			t.Fatalf("series %s without samples in batch", s.Labels)
+		}
+		n += len(s.Samples)
+		if s.Labels.IsEmpty() {
+			t.Fatal("series without labels in batch")
+		}
+		prev := ""
+		s.Labels.Range(func(l labels.Label) {
+			if l.Name == "" || l.Value == "" || l.Name <= prev && prev != "" {
+				t.Fatalf("invalid labels passed validation: %s", s.Labels)
+			}
+			prev = l.Name
+		})
+	}
+	if n+d.stats.invalid.RejectedTotal() != d.stats.samples {
+		t.Fatalf("batch holds %d samples + %d invalid, request had %d", n, d.stats.invalid.RejectedTotal(), d.stats.samples)
+	}
+}
+
+// sameBatch reports whether two batches are equal (NaN-safe).
+func sameBatch(a, b *tsdb.Batch) bool {
+	if len(a.Series) != len(b.Series) || len(a.Metadata) != len(b.Metadata) {
+		return false
+	}
+	for i := range a.Series {
+		if !labels.Equal(a.Series[i].Labels, b.Series[i].Labels) || len(a.Series[i].Samples) != len(b.Series[i].Samples) {
+			return false
+		}
+		for j, s := range a.Series[i].Samples {
+			o := b.Series[i].Samples[j]
+			if s.T != o.T || (s.V != o.V && s.V == s.V) {
+				return false
+			}
+		}
+	}
+	for i := range a.Metadata {
+		if a.Metadata[i] != b.Metadata[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// fuzzDecode decodes data twice through one decoder (exercising reuse) and checks the results agree.
+func fuzzDecode(t *testing.T, data []byte, decode func(d *decoder, data []byte) (*tsdb.Batch, error)) {
+	d := newDecoder(Limits{MaxLabelsPerSeries: 8, MaxLabelNameLength: 64, MaxLabelValueLength: 64})
+	b1, err1 := decode(d, data)
+	if err1 != nil {
+		var re *requestError
+		if !errors.As(err1, &re) || re.status/100 != 4 {
+			t.Fatalf("decode error %v is not a 4xx requestError", err1)
+		}
+	} else {
+		checkBatch(t, d, b1)
+	}
+	d.release()
+	b2, err2 := decode(d, data)
+	if (err1 == nil) != (err2 == nil) || err1 != nil && err1.Error() != err2.Error() {
+		t.Fatalf("second decode differs: %v vs %v", err1, err2)
+	}
+	if err1 == nil && !sameBatch(b1, b2) {
+		t.Fatal("decoder reuse changed the result")
+	}
+}
+
+func FuzzDecodeV1(f *testing.F) {
+	f.Add(marshal(f, nodeRequestV1(f, 20, 1_700_000_000_000)))
+	s := v1Series([]string{"__name__", "up", "job", "x"}, prompb.Sample{Timestamp: 1, Value: 1})
+	s.Exemplars = []prompb.Exemplar{{Labels: []prompb.Label{{Name: "trace_id", Value: "a"}}, Value: 1, Timestamp: 1}}
+	h := v1Series([]string{"__name__", "lat", "job", "x"})
+	h.Histograms = []prompb.Histogram{{Count: &prompb.Histogram_CountInt{CountInt: 1}, Timestamp: 1}}
+	bad := v1Series([]string{"b", "1", "a", "2"}, prompb.Sample{Timestamp: 1, Value: 1})
+	f.Add(marshal(f, &prompb.WriteRequest{
+		Timeseries: []prompb.TimeSeries{s, h, bad},
+		Metadata:   []prompb.MetricMetadata{{Type: prompb.MetricMetadata_COUNTER, MetricFamilyName: "up", Help: "h", Unit: "u"}},
+	}))
+	f.Add([]byte{})
+	f.Add([]byte{0x2a, 0x00}) // unknown field 5
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fuzzDecode(t, data, (*decoder).decodeV1)
+	})
+}
+
+func FuzzDecodeV2(f *testing.F) {
+	f.Add(marshal(f, nodeRequestV2(f, 20, 1_700_000_000_000)))
+	b := newV2Builder()
+	ts := b.add([]string{"__name__", "up", "job", "x"}, writev2.Sample{Timestamp: 1, Value: 1})
+	b.meta(ts, writev2.Metadata_METRIC_TYPE_GAUGE, "help", "unit")
+	ts.Exemplars = []writev2.Exemplar{{LabelsRefs: b.refs([]string{"trace_id", "abc"}), Value: 1, Timestamp: 1}}
+	h := b.add([]string{"__name__", "lat", "job", "x"})
+	h.Histograms = []writev2.Histogram{{Count: &writev2.Histogram_CountInt{CountInt: 1}, Timestamp: 1}}
+	b.add([]string{"z", "1", "a", "2"}, writev2.Sample{Timestamp: 1, Value: 1})
+	f.Add(marshal(f, b.build()))
+	f.Add(marshal(f, &writev2.Request{Symbols: []string{"x"}, Timeseries: []writev2.TimeSeries{{LabelsRefs: []uint32{0, 0}}}}))
+	f.Add(marshal(f, &writev2.Request{Symbols: []string{""}, Timeseries: []writev2.TimeSeries{{LabelsRefs: []uint32{0, 7}}}}))
+	f.Add([]byte{})
+	f.Add([]byte{0x0a, 0x00}) // reserved field 1 (a 1.0 timeseries)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fuzzDecode(t, data, (*decoder).decodeV2)
+	})
+}
+
+const benchSamples = 2000
+
+func benchmarkDecode(b *testing.B, raw []byte, decode func(d *decoder, data []byte) (*tsdb.Batch, error)) {
+	body := snappy.Encode(nil, raw)
+	d := newDecoder(Limits{})
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		data, err := d.decompress(body)
+		if err != nil {
+			b.Fatal(err)
+		}
+		batch, err := decode(d, data)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(batch.Series) != benchSamples {
+			b.Fatalf("%d series decoded", len(batch.Series))
+		}
+		d.release()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*benchSamples), "ns/sample")
+}
+
+// BenchmarkDecodeV1 measures snappy + unmarshal + conversion of a 2000-sample node_exporter 1.0 request.
+func BenchmarkDecodeV1(b *testing.B) {
+	benchmarkDecode(b, marshal(b, nodeRequestV1(b, benchSamples, 1_700_000_000_000)), (*decoder).decodeV1)
+}
+
+// BenchmarkDecodeV2 measures snappy + unmarshal + conversion of a 2000-sample node_exporter 2.0 request.
+func BenchmarkDecodeV2(b *testing.B) {
+	benchmarkDecode(b, marshal(b, nodeRequestV2(b, benchSamples, 1_700_000_000_000)), (*decoder).decodeV2)
+}
+
+// BenchmarkWriteHandler measures the whole handler (pooling included) with a no-op appender.
+func BenchmarkWriteHandler(b *testing.B) {
+	for _, tc := range []struct {
+		name, ct string
+		raw      []byte
+	}{
+		{"v1", ctV1, marshal(b, nodeRequestV1(b, benchSamples, 1))},
+		{"v2", ctV2, marshal(b, nodeRequestV2(b, benchSamples, 1))},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			h := NewWriteHandler(nopAppender{}, WriteHandlerOptions{})
+			body := snappy.Encode(nil, tc.raw)
+			b.ReportAllocs()
+			for b.Loop() {
+				req := httptest.NewRequest(http.MethodPost, "/api/v1/write", bytes.NewReader(body))
+				req.Header.Set("Content-Type", tc.ct)
+				req.Header.Set("Content-Encoding", "snappy")
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, req)
+				if w.Code != http.StatusNoContent {
+					b.Fatalf("status %d: %s", w.Code, strings.TrimSpace(w.Body.String()))
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*benchSamples), "ns/sample")
+		})
+	}
+}
+
+type nopAppender struct{}
+
+func (nopAppender) AppendBatch(_ context.Context, b *tsdb.Batch) (tsdb.AppendResult, error) {
+	n := 0
+	for _, s := range b.Series {
+		n += len(s.Samples)
+	}
+	return tsdb.AppendResult{SamplesWritten: n}, nil
+}

@@ -1,0 +1,321 @@
+package remote
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tandem-tsdb/tandem/tsdb"
+)
+
+// Header names and values of the remote-write protocol.
+const (
+	// HeaderVersion carries the protocol version (request) or the highest one supported (response).
+	HeaderVersion = "X-Prometheus-Remote-Write-Version"
+	// HeaderSamplesWritten is the 2.0 response header counting written float samples.
+	HeaderSamplesWritten = "X-Prometheus-Remote-Write-Samples-Written"
+	// HeaderHistogramsWritten is the 2.0 response header counting written histogram samples.
+	HeaderHistogramsWritten = "X-Prometheus-Remote-Write-Histograms-Written"
+	// HeaderExemplarsWritten is the 2.0 response header counting written exemplars.
+	HeaderExemplarsWritten = "X-Prometheus-Remote-Write-Exemplars-Written"
+
+	// SupportedVersion is the highest remote-write version tandem receives, returned in HeaderVersion.
+	SupportedVersion = "2.0.0"
+
+	// ProtoV1 is the Content-Type "proto" parameter of the 1.0 message (also the default).
+	ProtoV1 = "prometheus.WriteRequest"
+	// ProtoV2 is the Content-Type "proto" parameter of the 2.0 message.
+	ProtoV2 = "io.prometheus.write.v2.Request"
+
+	contentTypeProtobuf = "application/x-protobuf"
+	encodingSnappy      = "snappy"
+)
+
+// Errors reported for data tandem does not store yet.
+var (
+	errHistogramsUnsupported = errors.New("native histograms are not supported yet")
+	errExemplarsUnsupported  = errors.New("exemplars are not supported yet")
+)
+
+// protoVersion is the negotiated protobuf message of a request.
+type protoVersion int
+
+const (
+	protoUnknown protoVersion = iota
+	protoV1
+	protoV2
+)
+
+func (v protoVersion) label() string {
+	switch v {
+	case protoV1:
+		return versionLabelV1
+	case protoV2:
+		return versionLabelV2
+	}
+	return versionLabelUnknown
+}
+
+// parseContentType picks the protobuf message from a request Content-Type (RFC 9110 syntax).
+func parseContentType(ct string) (protoVersion, error) {
+	if strings.TrimSpace(ct) == "" {
+		return protoV1, nil
+	}
+	mt, params, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return protoUnknown, fmt.Errorf("parsing Content-Type %q: %w", ct, err)
+	}
+	if mt != contentTypeProtobuf {
+		return protoUnknown, fmt.Errorf("unsupported media type %q: only %s is accepted", mt, contentTypeProtobuf)
+	}
+	p, ok := params["proto"]
+	switch {
+	case !ok || p == ProtoV1:
+		return protoV1, nil
+	case p == ProtoV2:
+		return protoV2, nil
+	}
+	return protoUnknown, fmt.Errorf("unsupported protobuf message %q: accepted are %s and %s", p, ProtoV1, ProtoV2)
+}
+
+// checkEncoding accepts a snappy Content-Encoding; like Prometheus, a missing one counts as snappy.
+func checkEncoding(values []string) error {
+	var codings []string
+	for _, v := range values {
+		for c := range strings.SplitSeq(v, ",") {
+			if c = strings.TrimSpace(c); c != "" {
+				codings = append(codings, c)
+			}
+		}
+	}
+	if len(codings) == 0 || len(codings) == 1 && strings.EqualFold(codings[0], encodingSnappy) {
+		return nil
+	}
+	return fmt.Errorf("unsupported Content-Encoding %q: only %s is accepted", strings.Join(values, ", "), encodingSnappy)
+}
+
+// response is the outcome of one request before it is written out.
+type response struct {
+	version    protoVersion
+	status     int
+	body       string
+	samples    int // float samples written
+	histograms int // histogram samples written
+	exemplars  int // exemplars written
+}
+
+type writeHandler struct {
+	app     Appender
+	limits  Limits
+	logger  *slog.Logger
+	metrics *writeMetrics
+	pool    sync.Pool
+
+	refusedLog  logLimiter // 4xx answers
+	droppedLog  logLimiter // histograms/exemplars silently dropped from 1.0 requests
+	internalLog logLimiter // 5xx answers
+}
+
+// NewWriteHandler returns an http.Handler that receives Prometheus remote-write 1.0 and 2.0
+// requests on any path and writes them to app.
+func NewWriteHandler(app Appender, opts WriteHandlerOptions) http.Handler {
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	h := &writeHandler{
+		app:         app,
+		limits:      opts.Limits.withDefaults(),
+		logger:      logger,
+		metrics:     newWriteMetrics(opts.Registerer),
+		refusedLog:  logLimiter{every: 5 * time.Second},
+		droppedLog:  logLimiter{every: time.Minute},
+		internalLog: logLimiter{every: time.Second},
+	}
+	h.pool.New = func() any { return newDecoder(h.limits) }
+	return h
+}
+
+// ServeHTTP implements http.Handler.
+func (h *writeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	resp := h.handle(r)
+
+	hdr := w.Header()
+	hdr.Set(HeaderVersion, SupportedVersion)
+	if resp.version == protoV2 {
+		hdr.Set(HeaderSamplesWritten, strconv.Itoa(resp.samples))
+		hdr.Set(HeaderHistogramsWritten, strconv.Itoa(resp.histograms))
+		hdr.Set(HeaderExemplarsWritten, strconv.Itoa(resp.exemplars))
+	}
+	if resp.status == http.StatusMethodNotAllowed {
+		hdr.Set("Allow", http.MethodPost)
+	}
+	if resp.status == http.StatusNoContent {
+		w.WriteHeader(resp.status)
+	} else {
+		hdr.Set("Content-Type", "text/plain; charset=utf-8")
+		hdr.Set("X-Content-Type-Options", "nosniff")
+		w.WriteHeader(resp.status)
+		_, _ = io.WriteString(w, resp.body+"\n")
+	}
+
+	ver := resp.version.label()
+	h.metrics.requests.WithLabelValues(ver, strconv.Itoa(resp.status)).Inc()
+	h.metrics.duration.WithLabelValues(ver).Observe(time.Since(start).Seconds())
+	switch {
+	case resp.status >= 500:
+		if ok, n := h.internalLog.allow(); ok {
+			h.logger.Error("remote write failed", "status", resp.status, "version", ver, "err", resp.body, "suppressed", n)
+		}
+	case resp.status >= 400:
+		if ok, n := h.refusedLog.allow(); ok {
+			h.logger.Warn("remote write refused", "status", resp.status, "version", ver, "err", resp.body,
+				"remote", r.RemoteAddr, "user_agent", r.UserAgent(), "suppressed", n)
+		}
+	}
+}
+
+// handle processes one request.
+func (h *writeHandler) handle(r *http.Request) response {
+	if r.Method != http.MethodPost {
+		return response{status: http.StatusMethodNotAllowed, body: "method " + r.Method + " not allowed: remote write accepts POST only"}
+	}
+	ver, err := parseContentType(r.Header.Get("Content-Type"))
+	if err != nil {
+		return response{status: http.StatusUnsupportedMediaType, body: err.Error()}
+	}
+	resp := response{version: ver}
+	if err := checkEncoding(r.Header.Values("Content-Encoding")); err != nil {
+		return resp.fail(http.StatusUnsupportedMediaType, err.Error())
+	}
+
+	d := h.pool.Get().(*decoder)
+	defer func() {
+		d.release()
+		h.pool.Put(d)
+	}()
+
+	body, err := d.readBody(r)
+	if err != nil {
+		return resp.failErr(err)
+	}
+	h.metrics.requestBytes.Observe(float64(len(body)))
+	raw, err := d.decompress(body)
+	if err != nil {
+		return resp.failErr(err)
+	}
+	var batch *tsdb.Batch
+	if ver == protoV2 {
+		batch, err = d.decodeV2(raw)
+	} else {
+		batch, err = d.decodeV1(raw)
+	}
+	if err != nil {
+		return resp.failErr(err)
+	}
+	st := &d.stats
+	h.metrics.samplesReceived.WithLabelValues(ver.label()).Add(float64(st.samples))
+	if st.histograms > 0 {
+		h.metrics.dropped.WithLabelValues(droppedHistogram).Add(float64(st.histograms))
+	}
+	if st.exemplars > 0 {
+		h.metrics.dropped.WithLabelValues(droppedExemplar).Add(float64(st.exemplars))
+	}
+	if ver == protoV1 && st.histograms+st.exemplars > 0 {
+		if ok, n := h.droppedLog.allow(); ok {
+			h.logger.Warn("dropping native histograms and exemplars of a 1.0 request: not supported yet",
+				"histograms", st.histograms, "exemplars", st.exemplars, "suppressed_logs", n)
+		} else {
+			h.logger.Debug("dropping native histograms and exemplars of a 1.0 request: not supported yet",
+				"histograms", st.histograms, "exemplars", st.exemplars)
+		}
+	}
+
+	var res tsdb.AppendResult
+	if len(batch.Series) > 0 || len(batch.Metadata) > 0 {
+		res, err = h.app.AppendBatch(r.Context(), batch)
+		if err != nil {
+			resp.samples = res.SamplesWritten
+			return resp.fail(http.StatusInternalServerError, fmt.Sprintf("storing the request failed, retry later: %v", err))
+		}
+	}
+	resp.samples = res.SamplesWritten
+
+	// Merge the storage's refusals with the decoder's.
+	for reason, n := range st.invalid.Rejected {
+		res.Reject(reason, n, st.invalid.Examples[reason])
+	}
+	for reason, n := range res.Rejected {
+		h.metrics.samplesRejected.WithLabelValues(tsdb.ReasonLabel(reason)).Add(float64(n))
+	}
+
+	unwritten := res.RejectedTotal() > 0 || ver == protoV2 && st.histograms+st.exemplars > 0
+	if !unwritten {
+		resp.status = http.StatusNoContent
+		return resp
+	}
+
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "partial write: %d of %d samples written", resp.samples, st.samples)
+	if st.histograms > 0 || st.exemplars > 0 {
+		fmt.Fprintf(&sb, ", 0 of %d histograms, 0 of %d exemplars", st.histograms, st.exemplars)
+	}
+	if err := res.Err(); err != nil {
+		sb.WriteString("\n")
+		sb.WriteString(err.Error())
+	}
+	if st.histograms > 0 {
+		fmt.Fprintf(&sb, "\n%d histogram samples not written: %v (e.g. series %s)", st.histograms, errHistogramsUnsupported, st.histogramSeries)
+	}
+	if st.exemplars > 0 {
+		fmt.Fprintf(&sb, "\n%d exemplars not written: %v (e.g. series %s)", st.exemplars, errExemplarsUnsupported, st.exemplarSeries)
+	}
+	resp.status = http.StatusBadRequest
+	resp.body = sb.String()
+	return resp
+}
+
+// fail returns r answering status with body.
+func (r response) fail(status int, body string) response {
+	r.status, r.body = status, body
+	return r
+}
+
+// failErr returns r answering a whole-request failure.
+func (r response) failErr(err error) response {
+	var re *requestError
+	if errors.As(err, &re) {
+		return r.fail(re.status, re.msg)
+	}
+	return r.fail(http.StatusInternalServerError, err.Error())
+}
+
+// logLimiter lets one log line through per interval and counts the ones it held back.
+type logLimiter struct {
+	every      time.Duration
+	mu         sync.Mutex
+	last       time.Time
+	suppressed int
+}
+
+// allow reports whether a line may be logged now and how many were suppressed since the last one.
+func (l *logLimiter) allow() (bool, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := time.Now()
+	if !l.last.IsZero() && now.Sub(l.last) < l.every {
+		l.suppressed++
+		return false, 0
+	}
+	n := l.suppressed
+	l.last, l.suppressed = now, 0
+	return true, n
+}
