@@ -58,6 +58,8 @@ type decoder struct {
 	sb     labels.ScratchBuilder
 	seen   map[string]struct{} // metric names whose metadata is already in the batch
 	utf8ok []bool              // per 2.0 symbol: valid UTF-8 (each symbol is checked once)
+	lbuf   []prompb.Label      // labels of the 1.0 series being decoded (strings point into raw)
+	series tsdb.BatchSeries    // scratch
 	stats  decodeStats
 }
 
@@ -136,10 +138,9 @@ func (d *decoder) decompress(body []byte) ([]byte, error) {
 	return raw, nil
 }
 
-// decodeV1 converts a serialized prometheus.WriteRequest into a batch.
-// Series with invalid labels are left out and counted in d.stats.invalid; native
-// histograms and exemplars are counted and left out. A returned error fails the whole request.
-func (d *decoder) decodeV1(data []byte) (*tsdb.Batch, error) {
+// decodeV1Gogo is the reference decoder for 1.0, built on the generated
+// Unmarshal; decodeV1 (decode_v1.go) must behave identically (tests compare them).
+func (d *decoder) decodeV1Gogo(data []byte) (*tsdb.Batch, error) {
 	d.stats = decodeStats{}
 	req := &d.v1
 	clear(req.Timeseries)

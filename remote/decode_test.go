@@ -103,6 +103,7 @@ func FuzzDecodeV1(f *testing.F) {
 	f.Add([]byte{0x2a, 0x00}) // unknown field 5
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fuzzDecode(t, data, (*decoder).decodeV1)
+		compareWithGogo(t, data)
 	})
 }
 
@@ -196,4 +197,38 @@ func (nopAppender) AppendBatch(_ context.Context, b *tsdb.Batch) (tsdb.AppendRes
 		n += len(s.Samples)
 	}
 	return tsdb.AppendResult{SamplesWritten: n}, nil
+}
+
+// compareWithGogo checks that the hand-written 1.0 decoder agrees with the
+// generated gogo Unmarshal on acceptance, batch content and counts.
+func compareWithGogo(t *testing.T, data []byte) {
+	t.Helper()
+	lim := Limits{MaxLabelsPerSeries: 8, MaxLabelNameLength: 64, MaxLabelValueLength: 64}
+	fast, slow := newDecoder(lim), newDecoder(lim)
+	bf, errF := fast.decodeV1(data)
+	bs, errS := slow.decodeV1Gogo(data)
+	if (errF == nil) != (errS == nil) {
+		t.Fatalf("hand-written decoder error %v, gogo error %v", errF, errS)
+	}
+	if errF != nil {
+		return
+	}
+	if !sameBatch(bf, bs) {
+		t.Fatalf("batches differ:\nhand-written %+v\ngogo         %+v", bf, bs)
+	}
+	sf, ss := fast.stats, slow.stats
+	if sf.samples != ss.samples || sf.histograms != ss.histograms || sf.exemplars != ss.exemplars ||
+		sf.invalid.RejectedTotal() != ss.invalid.RejectedTotal() {
+		t.Fatalf("stats differ: hand-written %+v, gogo %+v", sf, ss)
+	}
+}
+
+func TestDecodeV1MatchesGogo(t *testing.T) {
+	for _, n := range []int{1, 20, 2000} {
+		compareWithGogo(t, marshal(t, nodeRequestV1(t, n, 1_700_000_000_000)))
+	}
+}
+
+func BenchmarkDecodeV1Gogo(b *testing.B) {
+	benchmarkDecode(b, marshal(b, nodeRequestV1(b, benchSamples, 1_700_000_000_000)), (*decoder).decodeV1Gogo)
 }

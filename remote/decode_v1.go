@@ -1,0 +1,457 @@
+package remote
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strings"
+	"unicode/utf8"
+	"unsafe"
+
+	"github.com/prometheus/prometheus/prompb"
+
+	"github.com/tandem-tsdb/tandem/tsdb"
+)
+
+// This file holds a hand-written decoder for remote-write 1.0
+// (prometheus.WriteRequest). The generated gogo Unmarshal allocates a string
+// per label name and value of every series; this one walks the protobuf bytes
+// once, keeps label strings pointing into the decoded body until the series'
+// labels.Labels is built (one allocation per series), and writes samples into
+// one arena per request. FuzzDecodeV1Differential checks it against gogo.
+
+var errProto = errors.New("malformed protobuf")
+
+// wire types used by prometheus.WriteRequest.
+const (
+	wireVarint  = 0
+	wireFixed64 = 1
+	wireBytes   = 2
+	wireFixed32 = 5
+)
+
+// pbReader reads protobuf fields from a byte slice.
+type pbReader struct {
+	b   []byte
+	off int
+}
+
+func (r *pbReader) done() bool { return r.off >= len(r.b) }
+
+// uvarint reads a varint of at most 10 bytes; like the generated code, bits
+// beyond 64 are dropped rather than refused.
+func (r *pbReader) uvarint() (uint64, error) {
+	var v uint64
+	for shift := uint(0); shift < 64; shift += 7 {
+		if r.off >= len(r.b) {
+			return 0, errProto
+		}
+		c := r.b[r.off]
+		r.off++
+		v |= uint64(c&0x7f) << shift
+		if c < 0x80 {
+			return v, nil
+		}
+	}
+	return 0, errProto
+}
+
+// key reads a field key.
+func (r *pbReader) key() (field int, wire int, err error) {
+	k, err := r.uvarint()
+	if err != nil {
+		return 0, 0, err
+	}
+	field, wire = int(int32(k>>3)), int(k&7)
+	if field <= 0 || wire == 4 {
+		return 0, 0, errProto
+	}
+	return field, wire, nil
+}
+
+// bytes reads a length-delimited field's payload.
+func (r *pbReader) bytes() ([]byte, error) {
+	n, err := r.uvarint()
+	if err != nil {
+		return nil, err
+	}
+	if n > uint64(len(r.b)-r.off) {
+		return nil, errProto
+	}
+	b := r.b[r.off : r.off+int(n)]
+	r.off += int(n)
+	return b, nil
+}
+
+func (r *pbReader) fixed64() (uint64, error) {
+	if len(r.b)-r.off < 8 {
+		return 0, errProto
+	}
+	v := binary.LittleEndian.Uint64(r.b[r.off:])
+	r.off += 8
+	return v, nil
+}
+
+// skip skips a field of the given wire type.
+func (r *pbReader) skip(wire int) error {
+	switch wire {
+	case wireVarint:
+		_, err := r.uvarint()
+		return err
+	case wireFixed64:
+		_, err := r.fixed64()
+		return err
+	case wireBytes:
+		_, err := r.bytes()
+		return err
+	case wireFixed32:
+		if len(r.b)-r.off < 4 {
+			return errProto
+		}
+		r.off += 4
+		return nil
+	case 3: // deprecated group: skip to its end, as the generated code does
+		for depth := 1; depth > 0; {
+			k, err := r.uvarint()
+			if err != nil {
+				return err
+			}
+			switch w := int(k & 7); w {
+			case 3:
+				depth++
+			case 4:
+				depth--
+			default:
+				if err := r.skip(w); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	return errProto // invalid wire types
+}
+
+// str returns b as a string without copying; valid while the body buffer is.
+func str(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}
+
+// decodeV1 converts a serialized prometheus.WriteRequest into a batch.
+// Series with invalid labels are left out and counted in d.stats.invalid; native
+// histograms and exemplars are counted and left out. A returned error fails the whole request.
+func (d *decoder) decodeV1(data []byte) (*tsdb.Batch, error) {
+	d.stats = decodeStats{}
+	b, err := d.walkV1(data)
+	if err != nil {
+		if _, ok := err.(*requestError); ok {
+			return nil, err
+		}
+		return nil, reqErrorf(http.StatusBadRequest, "decoding 1.0 prometheus.WriteRequest: %v", err)
+	}
+	return b, nil
+}
+
+func (d *decoder) walkV1(data []byte) (*tsdb.Batch, error) {
+	// First pass: count series and samples so the batch and the sample arena
+	// are allocated once, at their final size.
+	var nSeries, nSamples, nMeta, unknown int
+	r := pbReader{b: data}
+	for !r.done() {
+		field, wire, err := r.key()
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case field == 1 && wire == wireBytes:
+			ts, err := r.bytes()
+			if err != nil {
+				return nil, err
+			}
+			nSeries++
+			n, err := countSamples(ts)
+			if err != nil {
+				return nil, err
+			}
+			nSamples += n
+		case field == 3 && wire == wireBytes:
+			if _, err := r.bytes(); err != nil {
+				return nil, err
+			}
+			nMeta++
+		case field == 1 || field == 3:
+			return nil, fmt.Errorf("field %d has wire type %d: %w", field, wire, errProto)
+		default:
+			unknown++
+			if err := r.skip(wire); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if nSeries == 0 && nMeta == 0 && unknown > 0 {
+		return nil, reqErrorf(http.StatusBadRequest, "1.0 prometheus.WriteRequest holds only unknown fields: "+
+			"is this a 2.0 request sent without Content-Type proto=io.prometheus.write.v2.Request?")
+	}
+	if max := d.limits.MaxSeriesPerRequest; max > 0 && nSeries > max {
+		return nil, reqErrorf(http.StatusRequestEntityTooLarge, "request holds %d series, more than the limit of %d", nSeries, max)
+	}
+
+	b := &tsdb.Batch{Series: make([]tsdb.BatchSeries, 0, nSeries)}
+	arena := make([]tsdb.Sample, nSamples)
+	if nMeta > 0 {
+		b.Metadata = make([]tsdb.Metadata, 0, nMeta)
+	}
+	r = pbReader{b: data}
+	for !r.done() {
+		field, wire, _ := r.key()
+		if wire != wireBytes || (field != 1 && field != 3) {
+			_ = r.skip(wire)
+			continue
+		}
+		msg, _ := r.bytes()
+		if field == 3 {
+			m, err := parseMetadataV1(msg)
+			if err != nil {
+				return nil, err
+			}
+			if m.Metric == "" || !utf8.ValidString(m.Metric) {
+				continue
+			}
+			m.Metric = strings.Clone(m.Metric)
+			m.Help = strings.ToValidUTF8(m.Help, "\uFFFD")
+			m.Unit = strings.ToValidUTF8(m.Unit, "\uFFFD")
+			if m.Help != "" {
+				m.Help = strings.Clone(m.Help)
+			}
+			if m.Unit != "" {
+				m.Unit = strings.Clone(m.Unit)
+			}
+			b.Metadata = append(b.Metadata, m)
+			continue
+		}
+		n, err := d.parseSeriesV1(msg, arena)
+		if err != nil {
+			return nil, err
+		}
+		if n > 0 {
+			bs := &d.series
+			bs.Samples = arena[:n:n]
+			arena = arena[n:]
+			if err := checkLabels(&d.limits, v1Labels(d.lbuf)); err != nil {
+				d.stats.invalid.Reject(tsdb.ErrInvalidLabels, n, err.Error())
+				continue
+			}
+			d.sb.Reset()
+			for _, l := range d.lbuf {
+				d.sb.Add(l.Name, l.Value)
+			}
+			b.Series = append(b.Series, tsdb.BatchSeries{Labels: d.sb.Labels(), Samples: bs.Samples})
+		}
+	}
+	return b, nil
+}
+
+// countSamples counts the samples field of a TimeSeries.
+func countSamples(ts []byte) (int, error) {
+	n := 0
+	r := pbReader{b: ts}
+	for !r.done() {
+		field, wire, err := r.key()
+		if err != nil {
+			return 0, err
+		}
+		if field == 2 && wire == wireBytes {
+			n++
+		}
+		if err := r.skip(wire); err != nil {
+			return 0, err
+		}
+	}
+	return n, nil
+}
+
+// parseSeriesV1 reads one TimeSeries: labels into d.lbuf, samples into arena.
+// It returns the number of float samples.
+func (d *decoder) parseSeriesV1(ts []byte, arena []tsdb.Sample) (int, error) {
+	d.lbuf = d.lbuf[:0]
+	n, hist, ex := 0, 0, 0
+	r := pbReader{b: ts}
+	for !r.done() {
+		field, wire, err := r.key()
+		if err != nil {
+			return 0, err
+		}
+		if field <= 4 && wire != wireBytes {
+			return 0, fmt.Errorf("TimeSeries field %d has wire type %d: %w", field, wire, errProto)
+		}
+		switch field {
+		case 1:
+			msg, err := r.bytes()
+			if err != nil {
+				return 0, err
+			}
+			l, err := parseLabel(msg)
+			if err != nil {
+				return 0, err
+			}
+			d.lbuf = append(d.lbuf, l)
+		case 2:
+			msg, err := r.bytes()
+			if err != nil {
+				return 0, err
+			}
+			s, err := parseSample(msg)
+			if err != nil {
+				return 0, err
+			}
+			arena[n] = s
+			n++
+		case 3, 4:
+			msg, err := r.bytes()
+			if err != nil {
+				return 0, err
+			}
+			// Not stored yet and rarely sent: the generated code checks them.
+			if field == 3 {
+				var e prompb.Exemplar
+				if err := e.Unmarshal(msg); err != nil {
+					return 0, err
+				}
+				ex++
+			} else {
+				var h prompb.Histogram
+				if err := h.Unmarshal(msg); err != nil {
+					return 0, err
+				}
+				hist++
+			}
+		default:
+			if err := r.skip(wire); err != nil {
+				return 0, err
+			}
+		}
+	}
+	d.stats.samples += n
+	if hist > 0 {
+		d.stats.histograms += hist
+		if d.stats.histogramSeries == "" {
+			d.stats.histogramSeries = formatSeries(v1Labels(d.lbuf))
+		}
+	}
+	if ex > 0 {
+		d.stats.exemplars += ex
+		if d.stats.exemplarSeries == "" {
+			d.stats.exemplarSeries = formatSeries(v1Labels(d.lbuf))
+		}
+	}
+	return n, nil
+}
+
+func parseLabel(b []byte) (prompb.Label, error) {
+	var l prompb.Label
+	r := pbReader{b: b}
+	for !r.done() {
+		field, wire, err := r.key()
+		if err != nil {
+			return l, err
+		}
+		if (field == 1 || field == 2) && wire != wireBytes {
+			return l, fmt.Errorf("Label field %d has wire type %d: %w", field, wire, errProto)
+		}
+		switch field {
+		case 1, 2:
+			v, err := r.bytes()
+			if err != nil {
+				return l, err
+			}
+			if field == 1 {
+				l.Name = str(v)
+			} else {
+				l.Value = str(v)
+			}
+		default:
+			if err := r.skip(wire); err != nil {
+				return l, err
+			}
+		}
+	}
+	return l, nil
+}
+
+func parseSample(b []byte) (tsdb.Sample, error) {
+	var s tsdb.Sample
+	r := pbReader{b: b}
+	for !r.done() {
+		field, wire, err := r.key()
+		if err != nil {
+			return s, err
+		}
+		switch {
+		case field == 1 && wire == wireFixed64:
+			v, err := r.fixed64()
+			if err != nil {
+				return s, err
+			}
+			s.V = math.Float64frombits(v)
+		case field == 2 && wire == wireVarint:
+			v, err := r.uvarint()
+			if err != nil {
+				return s, err
+			}
+			s.T = int64(v)
+		case field == 1 || field == 2:
+			return s, fmt.Errorf("Sample field %d has wire type %d: %w", field, wire, errProto)
+		default:
+			if err := r.skip(wire); err != nil {
+				return s, err
+			}
+		}
+	}
+	return s, nil
+}
+
+func parseMetadataV1(b []byte) (tsdb.Metadata, error) {
+	var m tsdb.Metadata
+	var typ prompb.MetricMetadata_MetricType
+	r := pbReader{b: b}
+	for !r.done() {
+		field, wire, err := r.key()
+		if err != nil {
+			return m, err
+		}
+		switch {
+		case field == 1 && wire == wireVarint:
+			v, err := r.uvarint()
+			if err != nil {
+				return m, err
+			}
+			typ = prompb.MetricMetadata_MetricType(int32(v))
+		case (field == 2 || field == 4 || field == 5) && wire == wireBytes:
+			v, err := r.bytes()
+			if err != nil {
+				return m, err
+			}
+			switch field {
+			case 2:
+				m.Metric = str(v)
+			case 4:
+				m.Help = str(v)
+			case 5:
+				m.Unit = str(v)
+			}
+		case field == 1 || field == 2 || field == 4 || field == 5:
+			return m, fmt.Errorf("MetricMetadata field %d has wire type %d: %w", field, wire, errProto)
+		default:
+			if err := r.skip(wire); err != nil {
+				return m, err
+			}
+		}
+	}
+	m.Type = metricTypeV1(typ)
+	return m, nil
+}
