@@ -26,8 +26,10 @@ type memSeries struct {
 	logged atomic.Bool // its series record is in the WAL
 
 	// Guarded by g.mu.
-	own   *table // non-nil once the member is stored unaligned
-	minT  int64
+	own       *table // the member's own table, once it was ever unaligned
+	unaligned bool   // new samples go to own
+	matchRun  int    // consecutive unaligned samples that matched an open group row
+	minT      int64
 	lastT int64
 	lastV float64
 	solo  int
@@ -69,6 +71,10 @@ type errDupSameT struct{}
 
 func (errDupSameT) Error() string { return "identical duplicate sample" }
 
+// realignAfter is how many consecutive samples of an unaligned member must
+// land on rows its group already has open before it is aligned again.
+const realignAfter = 3
+
 // append adds one sample of member s; called with g.mu held. The head's
 // open window decides when rows are sealed.
 func (g *group) append(s *memSeries, t int64, v float64, window int64, chunkRows int, stats *headCounters) error {
@@ -87,38 +93,57 @@ func (g *group) append(s *memSeries, t int64, v float64, window int64, chunkRows
 		}
 		return ErrOutOfOrderSample
 	}
-	tb, c := g.aligned, s.col
-	if s.own != nil {
-		tb, c = s.own, 0
-	} else if t <= tb.sealedMaxT {
+	if s.unaligned {
+		// A lagging member that caught up lands on its group's open rows
+		// again: after a few in a row it rejoins the shared columns.
+		if t > g.aligned.sealedMaxT && g.aligned.hasRow(t) {
+			s.matchRun++
+		} else {
+			s.matchRun = 0
+		}
+		if s.matchRun >= realignAfter {
+			s.unaligned, s.matchRun, s.solo = false, 0, 0
+			g.nUnaligned--
+			stats.unaligned.Add(-1)
+		}
+	}
+	if !s.unaligned && t <= g.aligned.sealedMaxT {
 		// The member lags behind its group's sealed rows (a slow shard, a late
-		// joiner, a different schedule): store it on its own from now on.
+		// joiner, a different schedule): store it on its own for now.
 		g.unalign(s, stats)
-		tb, c = s.own, 0
 	}
-	r, created := tb.rowFor(t)
-	if !created && s.own == nil {
-		s.solo = 0
-	}
-	tb.set(r, c, v)
 	if t < s.minT {
 		s.minT = t
 	}
 	s.lastT, s.lastV = t, v
-	if s.own != nil && tb == s.own {
+	if s.unaligned {
+		r, _ := s.own.rowFor(t)
+		s.own.set(r, 0, v)
 		// A lone member's samples arrive in order: encode at once.
-		tb.sealUpTo(t, chunkRows, nil)
-	} else if created {
+		s.own.sealUpTo(t, chunkRows, nil)
+		return nil
+	}
+	tb := g.aligned
+	r, created := tb.rowFor(t)
+	if !created {
+		s.solo = 0
+	}
+	tb.set(r, s.col, v)
+	if created {
 		tb.sealUpTo(tb.maxT-window, chunkRows, func(r *row, prevHas func(int) bool) { g.onSeal(r, prevHas, stats) })
 	}
 	return nil
 }
 
+// unalign sends member s's next samples to a table of its own.
 func (g *group) unalign(s *memSeries, stats *headCounters) {
-	if s.own != nil {
+	if s.unaligned {
 		return
 	}
-	s.own = newTable(1)
+	if s.own == nil {
+		s.own = newTable(1)
+	}
+	s.unaligned, s.matchRun = true, 0
 	g.nUnaligned++
 	stats.unaligned.Add(1)
 }
@@ -146,6 +171,7 @@ func (g *group) onSeal(r *row, prevHas func(int) bool, stats *headCounters) {
 	s.solo++
 	if s.solo >= soloRowsToUnalign {
 		g.unalign(s, stats)
+		s.matchRun = -soloRowsToUnalign // a member on its own schedule: be slower to realign
 	}
 }
 
@@ -166,9 +192,9 @@ func (g *group) snapshot(s *memSeries, mint, maxt int64) *seriesData {
 	if s.lastT < mint || s.minT > maxt {
 		return d
 	}
-	d.add(g.aligned, s.col)
+	d.parts = d.add(d.parts, g.aligned, s.col)
 	if s.own != nil {
-		d.add(s.own, 0)
+		d.own = d.add(d.own, s.own, 0)
 	}
 	if len(s.late) > 0 {
 		d.mergeLate(s.late)
@@ -205,16 +231,20 @@ func (d *seriesData) mergeLate(late []Sample) {
 			all = slices.Insert(all, i, l)
 		}
 	}
-	d.parts = d.parts[:0]
+	d.parts, d.own = d.parts[:0], nil
 	if len(all) > 0 {
 		d.parts = append(d.parts, part{samples: all})
 	}
 }
 
-// seriesData is a member's data for one query: chunk parts plus open samples, in time order.
+// seriesData is a member's data for one query: the parts in the group's
+// shared table and, if the member was ever unaligned, the parts in its own
+// table. Each list is in time order; the two may interleave in time (a member
+// that lagged and caught up), so iterators merge them.
 type seriesData struct {
 	mint, maxt int64
 	parts      []part
+	own        []part
 }
 
 // part is either a chunk column or a run of uncompressed samples.
@@ -224,16 +254,16 @@ type part struct {
 	samples []Sample
 }
 
-func (d *seriesData) add(tb *table, c int) {
+func (d *seriesData) add(parts []part, tb *table, c int) []part {
 	for _, ch := range tb.chunks {
 		if ch.maxT < d.mint || ch.minT > d.maxt || ch.col(c) == nil {
 			continue
 		}
-		d.parts = append(d.parts, part{c: ch, col: c})
+		parts = append(parts, part{c: ch, col: c})
 	}
 	if b := tb.building; b != nil && b.maxT >= d.mint && b.minT <= d.maxt {
 		if ch := b.snapshotCol(c); ch != nil {
-			d.parts = append(d.parts, part{c: ch, col: 0})
+			parts = append(parts, part{c: ch, col: 0})
 		}
 	}
 	var open []Sample
@@ -244,8 +274,9 @@ func (d *seriesData) add(tb *table, c int) {
 		open = append(open, Sample{T: r.t, V: r.vals[c]})
 	}
 	if len(open) > 0 {
-		d.parts = append(d.parts, part{samples: open})
+		parts = append(parts, part{samples: open})
 	}
+	return parts
 }
 
-func (d *seriesData) empty() bool { return len(d.parts) == 0 }
+func (d *seriesData) empty() bool { return len(d.parts) == 0 && len(d.own) == 0 }

@@ -205,29 +205,76 @@ func TestHeadUnalignedMember(t *testing.T) {
 }
 
 // TestHeadLaggingMember: a member that arrives after its group's rows were
-// sealed (a slow shard) is accepted, stored unaligned.
+// sealed (a slow shard catching up) is accepted and stored unaligned; once it
+// lands on the group's open rows again it rejoins the shared columns.
 func TestHeadLaggingMember(t *testing.T) {
-	h := openHead(t, t.TempDir(), nil)
-	defer h.Close()
+	dir := t.TempDir()
+	h := openHead(t, dir, func(o *Options) { o.ChunkRows = 32 })
 	fast, slow := series("fast", "job", "j", "instance", "i"), series("slow", "job", "j", "instance", "i")
 	want := model{}
-	for s := 0; s < 100; s++ {
-		b := Batch{Series: []BatchSeries{{Labels: fast, Samples: []Sample{{T: int64(s) * 15000, V: 1}}}}}
-		want.add(fast, int64(s)*15000, 1)
+	add := func(l labels.Labels, from, to int, v float64) {
+		b := Batch{Series: []BatchSeries{{Labels: l}}}
+		for s := from; s < to; s++ {
+			b.Series[0].Samples = append(b.Series[0].Samples, Sample{T: int64(s) * 15000, V: v + float64(s)})
+			want.add(l, int64(s)*15000, v+float64(s))
+		}
 		if res, err := h.AppendBatch(context.Background(), &b); err != nil || res.Err() != nil {
 			t.Fatal(err, res.Err())
 		}
 	}
-	// The slow shard catches up: 100 samples far behind the group's open window.
-	b := Batch{Series: []BatchSeries{{Labels: slow}}}
-	for s := 0; s < 100; s++ {
-		b.Series[0].Samples = append(b.Series[0].Samples, Sample{T: int64(s) * 15000, V: 2})
-		want.add(slow, int64(s)*15000, 2)
+	// Both in step, then the slow shard stalls while the fast one goes on.
+	for s := 0; s < 50; s++ {
+		add(fast, s, s+1, 0)
+		add(slow, s, s+1, 1000)
 	}
-	if res, err := h.AppendBatch(context.Background(), &b); err != nil || res.Err() != nil {
-		t.Fatal(err, res.Err())
+	add(fast, 50, 150, 0)
+	add(slow, 50, 145, 1000) // catching up: far behind the open window
+	if n := h.counters.unaligned.Load(); n != 1 {
+		t.Fatalf("%d unaligned while lagging, want 1", n)
+	}
+	for s := 145; s < 200; s++ { // caught up: in step again
+		if s >= 150 {
+			add(fast, s, s+1, 0)
+		}
+		add(slow, s, s+1, 1000)
+	}
+	if n := h.counters.unaligned.Load(); n != 0 {
+		t.Fatalf("%d unaligned after catching up, want 0", n)
 	}
 	compareModels(t, want, readAll(t, h, math.MinInt64, math.MaxInt64))
+	// Ranges cutting through the interleaved shared/own data, and seeks.
+	for _, r := range [][2]int64{{0, 14999}, {40 * 15000, 160 * 15000}, {100 * 15000, 100 * 15000}, {146 * 15000, 300 * 15000}} {
+		got := readAll(t, h, r[0], r[1])
+		w := model{}
+		for k, ss := range want {
+			for ts, v := range ss {
+				if ts >= r[0] && ts <= r[1] {
+					if w[k] == nil {
+						w[k] = map[int64]uint64{}
+					}
+					w[k][ts] = v
+				}
+			}
+		}
+		compareModels(t, w, got)
+	}
+	q, _ := h.Querier(math.MinInt64, math.MaxInt64)
+	ss := q.Select(context.Background(), false, nil, labels.MustNewMatcher(labels.MatchEqual, "__name__", "slow"))
+	for ss.Next() {
+		it := ss.At().Iterator(nil)
+		for _, target := range []int64{0, 47 * 15000, 47*15000 + 1, 120 * 15000, 147 * 15000, 199 * 15000} {
+			if it.Seek(target) != chunkenc.ValFloat || it.AtT() < target || it.AtT() > target+15000 {
+				t.Fatalf("seek %d landed on %d", target, it.AtT())
+			}
+		}
+		if it.Seek(200*15000) != chunkenc.ValNone {
+			t.Fatal("seek past the end found a sample")
+		}
+	}
+	h.Close()
+	h2 := openHead(t, dir, func(o *Options) { o.ChunkRows = 32 })
+	defer h2.Close()
+	compareModels(t, want, readAll(t, h2, math.MinInt64, math.MaxInt64))
 }
 
 func TestHeadDuplicatesAndOrder(t *testing.T) {

@@ -9,12 +9,13 @@ import (
 	"github.com/tandem-tsdb/tandem/tsdb/encoding"
 )
 
-// seriesIterator walks one member's samples across its parts, trimmed to
-// [mint, maxt]. It decodes the shared timestamp column alongside the member's
-// value column and skips rows where the member is absent.
-type seriesIterator struct {
-	d    *seriesData
-	p    int // current part
+// partIterator walks one list of parts of a member, trimmed to [mint, maxt].
+// It decodes the shared timestamp column alongside the member's value column
+// and skips rows where the member is absent.
+type partIterator struct {
+	d     *seriesData
+	parts []part
+	p     int // current part
 	t    int64
 	v    float64
 	err  error
@@ -33,26 +34,19 @@ type seriesIterator struct {
 	si int
 }
 
-var _ chunkenc.Iterator = (*seriesIterator)(nil)
-
-func newSeriesIterator(d *seriesData) *seriesIterator {
-	it := &seriesIterator{d: d, p: -1}
-	return it
-}
-
-func (it *seriesIterator) reset(d *seriesData) {
-	*it = seriesIterator{d: d, p: -1}
+func (it *partIterator) reset(d *seriesData, parts []part) {
+	*it = partIterator{d: d, parts: parts, p: -1}
 }
 
 // openPart moves to part p; false when there are no more.
-func (it *seriesIterator) openPart(p int) bool {
+func (it *partIterator) openPart(p int) bool {
 	it.p = p
 	it.inChunk = false
-	if p >= len(it.d.parts) {
+	if p >= len(it.parts) {
 		it.done = true
 		return false
 	}
-	pt := &it.d.parts[p]
+	pt := &it.parts[p]
 	if pt.c == nil {
 		it.si = -1
 		return true
@@ -91,7 +85,7 @@ func (c *colData) nextPresent(from int) int {
 }
 
 // step advances one sample regardless of range; false at the end.
-func (it *seriesIterator) step() bool {
+func (it *partIterator) step() bool {
 	for !it.done {
 		if it.p < 0 {
 			if !it.openPart(0) {
@@ -130,7 +124,7 @@ func (it *seriesIterator) step() bool {
 			it.left--
 			return true
 		}
-		pt := &it.d.parts[it.p]
+		pt := &it.parts[it.p]
 		it.si++
 		if it.si >= len(pt.samples) {
 			it.openPart(it.p + 1)
@@ -143,7 +137,7 @@ func (it *seriesIterator) step() bool {
 }
 
 // Next implements chunkenc.Iterator.
-func (it *seriesIterator) Next() chunkenc.ValueType {
+func (it *partIterator) Next() chunkenc.ValueType {
 	for it.step() {
 		if it.t < it.d.mint {
 			continue
@@ -158,7 +152,7 @@ func (it *seriesIterator) Next() chunkenc.ValueType {
 }
 
 // Seek implements chunkenc.Iterator.
-func (it *seriesIterator) Seek(t int64) chunkenc.ValueType {
+func (it *partIterator) Seek(t int64) chunkenc.ValueType {
 	if it.done {
 		return chunkenc.ValNone
 	}
@@ -171,10 +165,10 @@ func (it *seriesIterator) Seek(t int64) chunkenc.ValueType {
 	// Skip whole parts that end before t.
 	for {
 		np := it.p + 1
-		if np >= len(it.d.parts) {
+		if np >= len(it.parts) {
 			break
 		}
-		if pt := &it.d.parts[np]; pt.c != nil && pt.c.minT <= t || pt.c == nil && len(pt.samples) > 0 && pt.samples[0].T <= t {
+		if pt := &it.parts[np]; pt.c != nil && pt.c.minT <= t || pt.c == nil && len(pt.samples) > 0 && pt.samples[0].T <= t {
 			if !it.openPart(np) {
 				return chunkenc.ValNone
 			}
@@ -195,24 +189,114 @@ func (it *seriesIterator) Seek(t int64) chunkenc.ValueType {
 	return chunkenc.ValNone
 }
 
+// seriesIterator merges a member's shared-table and own-table samples.
+type seriesIterator struct {
+	a, o     partIterator
+	aOK, oOK bool // the stream has a current sample
+	started  bool
+	cur      *partIterator
+	only     bool // only one stream: no merging
+}
+
+var _ chunkenc.Iterator = (*seriesIterator)(nil)
+
+func newSeriesIterator(d *seriesData) *seriesIterator {
+	it := &seriesIterator{}
+	it.reset(d)
+	return it
+}
+
+func (it *seriesIterator) reset(d *seriesData) {
+	it.a.reset(d, d.parts)
+	it.o.reset(d, d.own)
+	it.aOK, it.oOK, it.started, it.cur = false, false, false, &it.a
+	it.only = len(d.own) == 0
+}
+
+// pick makes the stream with the smaller current timestamp current.
+func (it *seriesIterator) pick() chunkenc.ValueType {
+	switch {
+	case it.aOK && it.oOK:
+		if it.o.t < it.a.t {
+			it.cur = &it.o
+		} else {
+			it.cur = &it.a
+			if it.o.t == it.a.t { // never stored twice; be safe
+				it.oOK = it.o.Next() != chunkenc.ValNone
+			}
+		}
+	case it.aOK:
+		it.cur = &it.a
+	case it.oOK:
+		it.cur = &it.o
+	default:
+		return chunkenc.ValNone
+	}
+	return chunkenc.ValFloat
+}
+
+// Next implements chunkenc.Iterator.
+func (it *seriesIterator) Next() chunkenc.ValueType {
+	if it.only {
+		return it.a.Next()
+	}
+	if !it.started {
+		it.started = true
+		it.aOK = it.a.Next() != chunkenc.ValNone
+		it.oOK = it.o.Next() != chunkenc.ValNone
+		return it.pick()
+	}
+	if it.cur == &it.a {
+		it.aOK = it.aOK && it.a.Next() != chunkenc.ValNone
+	} else {
+		it.oOK = it.oOK && it.o.Next() != chunkenc.ValNone
+	}
+	return it.pick()
+}
+
+// Seek implements chunkenc.Iterator.
+func (it *seriesIterator) Seek(t int64) chunkenc.ValueType {
+	if it.only {
+		return it.a.Seek(t)
+	}
+	if !it.started {
+		it.started = true
+		it.aOK = it.a.Seek(t) != chunkenc.ValNone
+		it.oOK = it.o.Seek(t) != chunkenc.ValNone
+		return it.pick()
+	}
+	if it.aOK && it.a.t < t {
+		it.aOK = it.a.Seek(t) != chunkenc.ValNone
+	}
+	if it.oOK && it.o.t < t {
+		it.oOK = it.o.Seek(t) != chunkenc.ValNone
+	}
+	return it.pick()
+}
+
 // At implements chunkenc.Iterator.
-func (it *seriesIterator) At() (int64, float64) { return it.t, it.v }
+func (it *seriesIterator) At() (int64, float64) { return it.cur.t, it.cur.v }
 
 // AtHistogram implements chunkenc.Iterator; the head holds floats only.
 func (it *seriesIterator) AtHistogram(*histogram.Histogram) (int64, *histogram.Histogram) {
-	return it.t, nil
+	return it.cur.t, nil
 }
 
 // AtFloatHistogram implements chunkenc.Iterator; the head holds floats only.
 func (it *seriesIterator) AtFloatHistogram(*histogram.FloatHistogram) (int64, *histogram.FloatHistogram) {
-	return it.t, nil
+	return it.cur.t, nil
 }
 
 // AtT implements chunkenc.Iterator.
-func (it *seriesIterator) AtT() int64 { return it.t }
+func (it *seriesIterator) AtT() int64 { return it.cur.t }
 
 // AtST implements chunkenc.Iterator; start timestamps are not stored yet.
 func (it *seriesIterator) AtST() int64 { return 0 }
 
 // Err implements chunkenc.Iterator.
-func (it *seriesIterator) Err() error { return it.err }
+func (it *seriesIterator) Err() error {
+	if err := it.a.err; err != nil {
+		return err
+	}
+	return it.o.err
+}

@@ -42,6 +42,19 @@ func (r *row) has(c int) bool {
 	return w < len(r.present) && r.present[w]&(1<<(uint(c)&63)) != 0
 }
 
+// hasRow reports whether an open row at t exists.
+func (tb *table) hasRow(t int64) bool {
+	for i := len(tb.open) - 1; i >= 0; i-- {
+		if tb.open[i].t == t {
+			return true
+		}
+		if tb.open[i].t < t {
+			return false
+		}
+	}
+	return false
+}
+
 // rowFor returns the open row at t, creating it if needed, and whether it was created.
 func (tb *table) rowFor(t int64) (*row, bool) {
 	i := len(tb.open)

@@ -329,8 +329,17 @@ func TestEndToEnd(t *testing.T) {
 		nScrapes = 40
 		interval = 15 * time.Second
 	)
-	for _, version := range []int{1, 2} {
-		t.Run(fmt.Sprintf("v%d", version), func(t *testing.T) {
+	cases := []struct {
+		version  int
+		lockstep bool // shards advance together (live sending) or race (a backlog)
+	}{{1, true}, {2, true}, {1, false}}
+	for _, tc := range cases {
+		version := tc.version
+		name := fmt.Sprintf("v%d", version)
+		if !tc.lockstep {
+			name += "-backlog"
+		}
+		t.Run(name, func(t *testing.T) {
 			start := time.Now().Add(-nScrapes * interval).Truncate(time.Second)
 			scrapes, err := workload.Generate(workload.Options{
 				Targets: targets, Scrapes: nScrapes, Interval: interval, Start: start,
@@ -346,7 +355,12 @@ func TestEndToEnd(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			sent := time.Now()
-			st, err := workload.Send(ctx, p.url+"/api/v1/write", version, scrapes, 4, 2000)
+			sendOpts := workload.SendOptions{Version: version, Shards: 4, MaxSamplesPerSend: 2000, Lockstep: tc.lockstep}
+			reqs, err := workload.BuildRequests(scrapes, sendOpts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := workload.SendRequests(ctx, p.url+"/api/v1/write", reqs, sendOpts)
 			if err != nil {
 				t.Fatalf("send: %v\n%s", err, p.log)
 			}
@@ -411,7 +425,13 @@ func TestEndToEnd(t *testing.T) {
 			compareMetadataAPIs(t, p, ref, first, last)
 			// Shards send in lockstep and jitter is target-wide, so every member,
 			// the jittered target's too, should share its group's timestamps.
-			checkHeadMetrics(t, p, targets*perTarget, targets*perTarget)
+			alignedAtLeast := targets * perTarget
+			if !tc.lockstep {
+				// Racing shards leave members behind their group's sealed rows
+				// (stored unaligned); once caught up they must rejoin.
+				alignedAtLeast = alignedAtLeast * 9 / 10
+			}
+			checkHeadMetrics(t, p, targets*perTarget, alignedAtLeast)
 		})
 	}
 }
