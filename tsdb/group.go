@@ -30,9 +30,9 @@ type memSeries struct {
 	unaligned bool   // new samples go to own
 	matchRun  int    // consecutive unaligned samples that matched an open group row
 	minT      int64
-	lastT int64
-	lastV float64
-	solo  int
+	lastT     int64
+	lastV     float64
+	solo      int
 	// late holds samples that WAL replay found behind the series' newest one
 	// (two concurrent requests for one series logged in the other order than
 	// they were applied). Sorted; merged into every snapshot.

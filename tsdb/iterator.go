@@ -16,10 +16,10 @@ type partIterator struct {
 	d     *seriesData
 	parts []part
 	p     int // current part
-	t    int64
-	v    float64
-	err  error
-	done bool
+	t     int64
+	v     float64
+	err   error
+	done  bool
 
 	// Current chunk part.
 	ts      encoding.TSDecoder
