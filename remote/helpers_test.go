@@ -23,6 +23,7 @@ import (
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 
 	"github.com/tandem-tsdb/tandem/tsdb"
+	"github.com/tandem-tsdb/tandem/workload"
 )
 
 const (
@@ -244,7 +245,12 @@ var (
 func loadNodeSeries(t testing.TB, n int) []nodeSeries {
 	t.Helper()
 	nodeOnce.Do(func() {
-		files, err := filepath.Glob("/work/shared/data/node_exporter/*.prom")
+		dir, err := workload.FindDataDir()
+		if err != nil {
+			nodeErr = err
+			return
+		}
+		files, err := filepath.Glob(filepath.Join(dir, "*.prom"))
 		if err != nil || len(files) == 0 {
 			nodeErr = errors.New("no node_exporter fixtures")
 			return

@@ -21,8 +21,39 @@ import (
 	"github.com/prometheus/prometheus/model/textparse"
 )
 
-// DefaultDataDir is where the real node_exporter scrapes live in this workplace.
+// DefaultDataDir is where the real node_exporter scrapes live in this
+// workplace: shared/data/node_exporter beside the repository.
 const DefaultDataDir = "/work/shared/data/node_exporter"
+
+// DataDirEnv names an environment variable that overrides the scrape directory.
+const DataDirEnv = "TANDEM_NODE_EXPORTER_DIR"
+
+// FindDataDir locates the real node_exporter scrapes: $TANDEM_NODE_EXPORTER_DIR,
+// else shared/data/node_exporter beside the repository holding the working
+// directory (found by walking up to go.mod), else DefaultDataDir.
+func FindDataDir() (string, error) {
+	if d := os.Getenv(DataDirEnv); d != "" {
+		return d, nil
+	}
+	if wd, err := os.Getwd(); err == nil {
+		for dir := wd; ; dir = filepath.Dir(dir) {
+			if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+				cand := filepath.Join(filepath.Dir(dir), "shared", "data", "node_exporter")
+				if _, err := os.Stat(cand); err == nil {
+					return cand, nil
+				}
+				break
+			}
+			if filepath.Dir(dir) == dir {
+				break
+			}
+		}
+	}
+	if _, err := os.Stat(DefaultDataDir); err != nil {
+		return "", fmt.Errorf("node_exporter scrapes not found beside the repository nor in %s (set %s): %w", DefaultDataDir, DataDirEnv, err)
+	}
+	return DefaultDataDir, nil
+}
 
 // Behaviour is how a series' value evolves from one scrape to the next.
 type Behaviour int
@@ -114,7 +145,11 @@ func (o *Options) setDefaults() error {
 		o.Jitter = 2 * time.Second
 	}
 	if o.Templates == nil {
-		ts, err := LoadTemplates(DefaultDataDir)
+		dir, err := FindDataDir()
+		if err != nil {
+			return err
+		}
+		ts, err := LoadTemplates(dir)
 		if err != nil {
 			return err
 		}

@@ -34,7 +34,11 @@ func generate(t *testing.T, o Options) []Scrape {
 }
 
 func TestLoadTemplates(t *testing.T) {
-	ts, err := LoadTemplates(DefaultDataDir)
+	dir, err := FindDataDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, err := LoadTemplates(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
