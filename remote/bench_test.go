@@ -9,8 +9,8 @@ import (
 	"time"
 
 	remoteapi "github.com/prometheus/client_golang/exp/api/remote"
-	promtsdb "github.com/prometheus/prometheus/tsdb"
 	promremote "github.com/prometheus/prometheus/storage/remote"
+	promtsdb "github.com/prometheus/prometheus/tsdb"
 
 	"github.com/tandem-tsdb/tandem/tsdb"
 	"github.com/tandem-tsdb/tandem/workload"
