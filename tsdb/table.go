@@ -237,8 +237,17 @@ type chunk struct {
 	cols       []colData
 }
 
+// colKind is the value type of a column. Only floats exist today; native
+// histograms will get their own kinds (and encodings) beside it.
+type colKind uint8
+
+const (
+	colFloat colKind = iota // XOR-encoded float64 values
+)
+
 // colData is one column of a frozen chunk.
 type colData struct {
+	kind  colKind
 	vals  []byte
 	first int
 	n     int
