@@ -42,6 +42,7 @@ type memSeries struct {
 // group is a set of series sampled together (one scrape target). Its aligned
 // members share one timestamp column; g.mu is the only lock on the append path.
 type group struct {
+	id  uint64 // creation order; orders groups cheaply
 	key string
 
 	mu         sync.Mutex
@@ -51,8 +52,8 @@ type group struct {
 	lastAppend int64 // wall clock (ms) of the last batch that touched the group
 }
 
-func newGroup(key string) *group {
-	return &group{key: key, aligned: newTable(0)}
+func newGroup(id uint64, key string) *group {
+	return &group{id: id, key: key, aligned: newTable(0)}
 }
 
 // addMember gives s a column in the group; called with g.mu held.

@@ -301,9 +301,8 @@ func (h *Head) getOrCreateGroup(key string) *group {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	if g = gs.byKey[key]; g == nil {
-		g = newGroup(key)
+		g = newGroup(uint64(h.counters.groups.Add(1)), key)
 		gs.byKey[key] = g
-		h.counters.groups.Add(1)
 	}
 	return g
 }
@@ -430,7 +429,7 @@ func (h *Head) AppendBatch(_ context.Context, b *Batch) (AppendResult, error) {
 	return res, nil
 }
 
-func groupLess(a, b *group) bool { return a.key < b.key }
+func groupLess(a, b *group) bool { return a.id < b.id }
 
 func (h *Head) updateBounds(lo, hi int64) {
 	if lo > hi {
