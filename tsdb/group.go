@@ -78,7 +78,7 @@ const realignAfter = 3
 
 // append adds one sample of member s; called with g.mu held. The head's
 // open window decides when rows are sealed.
-func (g *group) append(s *memSeries, t int64, v float64, window int64, chunkRows int, stats *headCounters) error {
+func (g *group) append(s *memSeries, t int64, v float64, window int64, cut chunkCut, stats *headCounters) error {
 	if t <= s.lastT {
 		if t == s.lastT {
 			if math.Float64bits(v) == math.Float64bits(s.lastV) {
@@ -121,7 +121,7 @@ func (g *group) append(s *memSeries, t int64, v float64, window int64, chunkRows
 		r, _ := s.own.rowFor(t)
 		s.own.set(r, 0, v)
 		// A lone member's samples arrive in order: encode at once.
-		s.own.sealUpTo(t, chunkRows, nil)
+		s.own.sealUpTo(t, cut, nil)
 		return nil
 	}
 	tb := g.aligned
@@ -131,7 +131,7 @@ func (g *group) append(s *memSeries, t int64, v float64, window int64, chunkRows
 	}
 	tb.set(r, s.col, v)
 	if created {
-		tb.sealUpTo(tb.maxT-window, chunkRows, func(r *row, prevHas func(int) bool) { g.onSeal(r, prevHas, stats) })
+		tb.sealUpTo(tb.maxT-window, cut, func(r *row, prevHas func(int) bool) { g.onSeal(r, prevHas, stats) })
 	}
 	return nil
 }

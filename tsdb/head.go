@@ -37,6 +37,9 @@ type Options struct {
 	OpenWindow time.Duration
 	// ChunkRows is the number of rows per compressed chunk.
 	ChunkRows int
+	// BlockRange is the time range of a block; head chunks never cross its
+	// boundaries (multiples of it since the epoch).
+	BlockRange time.Duration
 	// MaxFutureSkew rejects samples further than this ahead of the wall clock.
 	MaxFutureSkew time.Duration
 	// WALSegmentSize and WALSyncInterval configure the write-ahead log.
@@ -56,6 +59,7 @@ func DefaultOptions() Options {
 		SenderLabels:    []string{"cluster", "replica", "__replica__"},
 		OpenWindow:      time.Minute,
 		ChunkRows:       120,
+		BlockRange:      2 * time.Hour,
 		MaxFutureSkew:   10 * time.Minute,
 		WALSegmentSize:  128 << 20,
 		WALSyncInterval: time.Second,
@@ -121,6 +125,9 @@ func Open(dir string, opts Options) (*Head, error) {
 	if opts.ChunkRows <= 0 {
 		opts.ChunkRows = def.ChunkRows
 	}
+	if opts.BlockRange <= 0 {
+		opts.BlockRange = def.BlockRange
+	}
 	if opts.MaxFutureSkew <= 0 {
 		opts.MaxFutureSkew = def.MaxFutureSkew
 	}
@@ -174,6 +181,10 @@ func Open(dir string, opts Options) (*Head, error) {
 		"groups", h.counters.groups.Load(), "duration", time.Since(start))
 	h.ready.Store(true)
 	return h, nil
+}
+
+func (h *Head) cut() chunkCut {
+	return chunkCut{rows: h.opts.ChunkRows, blockRange: h.opts.BlockRange.Milliseconds()}
 }
 
 // Ready reports whether WAL replay has finished.
@@ -386,7 +397,7 @@ func (h *Head) AppendBatch(_ context.Context, b *Batch) (AppendResult, error) {
 					res.Reject(ErrTooFarInFuture, 1, fmt.Sprintf("series %s at %d", s.lset, smp.T))
 					continue
 				}
-				err := g.append(s, smp.T, smp.V, window, h.opts.ChunkRows, &h.counters)
+				err := g.append(s, smp.T, smp.V, window, h.cut(), &h.counters)
 				switch {
 				case err == nil:
 					cs.commit.Samples = append(cs.commit.Samples, record.RefSample{Ref: s.ref, T: smp.T, V: smp.V})
@@ -537,7 +548,7 @@ func (h *Head) replay() (int, error) {
 				return fmt.Errorf("record %d: sample for unknown series %d", n, smp.Ref)
 			}
 			s.g.mu.Lock()
-			err := s.g.append(s, smp.T, smp.V, window, h.opts.ChunkRows, &h.counters)
+			err := s.g.append(s, smp.T, smp.V, window, h.cut(), &h.counters)
 			if errors.Is(err, ErrOutOfOrderSample) {
 				// Acknowledged live, logged in another order: keep it.
 				s.addLate(smp.T, smp.V)

@@ -573,3 +573,40 @@ func TestHeadSealIdle(t *testing.T) {
 		t.Fatalf("%d unaligned after sealing", n)
 	}
 }
+
+func TestChunksCutAtBlockBoundaries(t *testing.T) {
+	h := openHead(t, t.TempDir(), func(o *Options) { o.BlockRange = time.Hour; o.ChunkRows = 1000 })
+	defer h.Close()
+	l := series("x", "job", "j", "instance", "i")
+	l2 := series("y", "job", "j", "instance", "i")
+	l3 := series("z", "job", "j", "instance", "i")
+	want := model{}
+	for s := 0; s < 1000; s++ { // 1000 × 15 s ≈ 4.2 h
+		ts := int64(s) * 15000
+		b := Batch{Series: []BatchSeries{{Labels: l, Samples: []Sample{{T: ts, V: float64(s)}}}, {Labels: l3, Samples: []Sample{{T: ts, V: 3}}}, {Labels: l2, Samples: []Sample{{T: ts + 1, V: 1}}}}}
+		want.add(l, ts, float64(s))
+		want.add(l3, ts, 3)
+		want.add(l2, ts+1, 1)
+		if res, err := h.AppendBatch(context.Background(), &b); err != nil || res.Err() != nil {
+			t.Fatal(err, res.Err())
+		}
+	}
+	g := h.getOrCreateGroup(h.groupKey(l))
+	check := func(tb *table) {
+		if len(tb.chunks) < 4 {
+			t.Fatalf("%d chunks for 4+ hours at 1h block range", len(tb.chunks))
+		}
+		for _, c := range tb.chunks {
+			if c.minT/3600000 != c.maxT/3600000 {
+				t.Fatalf("chunk [%d, %d] crosses a block boundary", c.minT, c.maxT)
+			}
+		}
+	}
+	check(g.aligned)
+	s, _ := h.getOrCreate(l2, 0)
+	check(s.own)
+	compareModels(t, want, readAll(t, h, math.MinInt64, math.MaxInt64))
+	if c := (chunkCut{blockRange: 100}); c.rangeEnd(-1) != 0 || c.rangeEnd(-100) != 0 || c.rangeEnd(0) != 100 || c.rangeEnd(99) != 100 {
+		t.Fatal("rangeEnd wrong around zero")
+	}
+}

@@ -14,7 +14,7 @@ func (h *Head) SealIdle() int {
 			return
 		}
 		sealed += len(g.aligned.open)
-		g.aligned.sealUpTo(g.aligned.maxT, h.opts.ChunkRows, func(r *row, prevHas func(int) bool) { g.onSeal(r, prevHas, &h.counters) })
+		g.aligned.sealUpTo(g.aligned.maxT, h.cut(), func(r *row, prevHas func(int) bool) { g.onSeal(r, prevHas, &h.counters) })
 	})
 	return sealed
 }

@@ -108,11 +108,34 @@ func (tb *table) set(r *row, c int, v float64) {
 // sealer receives notice of each sealed row so the group can track alignment.
 type sealer func(r *row, prevHas func(c int) bool)
 
+// chunkCut decides where head chunks end: after a number of rows, and
+// always at block-range boundaries (so a block flush takes whole chunks).
+type chunkCut struct {
+	rows       int
+	blockRange int64 // ms; boundaries are multiples of it, like Prometheus's
+}
+
+// rangeEnd returns the end (exclusive) of the block range holding t.
+func (c chunkCut) rangeEnd(t int64) int64 {
+	if c.blockRange <= 0 {
+		return math.MaxInt64
+	}
+	start := t - t%c.blockRange
+	if t < 0 && t%c.blockRange != 0 {
+		start -= c.blockRange
+	}
+	return start + c.blockRange
+}
+
 // sealUpTo moves all open rows with t <= horizon into the chunk being built.
-func (tb *table) sealUpTo(horizon int64, chunkRows int, onSeal sealer) {
+func (tb *table) sealUpTo(horizon int64, cut chunkCut, onSeal sealer) {
 	k := 0
 	for k < len(tb.open) && tb.open[k].t <= horizon {
 		r := tb.open[k]
+		if b := tb.building; b != nil && b.rows > 0 && r.t >= cut.rangeEnd(b.minT) {
+			tb.chunks = append(tb.chunks, b.freeze())
+			tb.building = nil
+		}
 		if tb.building == nil {
 			tb.building = newChunkBuilder()
 		}
@@ -122,7 +145,7 @@ func (tb *table) sealUpTo(horizon int64, chunkRows int, onSeal sealer) {
 		}
 		b.appendRow(r)
 		tb.sealedMaxT = r.t
-		if b.rows >= chunkRows {
+		if b.rows >= cut.rows {
 			tb.chunks = append(tb.chunks, b.freeze())
 			tb.building = nil
 		}
