@@ -229,6 +229,27 @@ func (w *WAL) Segments() (first, last int, err error) {
 	return segs[0], segs[len(segs)-1], nil
 }
 
+// NextSegment closes the current segment (fsynced) and starts a new one;
+// later records go to the returned segment number. Checkpointing uses it to
+// separate what a checkpoint covers from what follows.
+func (w *WAL) NextSegment() (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return 0, ErrClosed
+	}
+	if w.err != nil {
+		return 0, w.err
+	}
+	if w.replaying {
+		return 0, errors.New("wal: new segment during replay")
+	}
+	if err := w.rotateLocked(); err != nil {
+		return 0, err
+	}
+	return w.segNum, nil
+}
+
 // Truncate deletes all segments numbered below n (used later by checkpointing).
 // The segment currently written to cannot be deleted.
 func (w *WAL) Truncate(n int) error {

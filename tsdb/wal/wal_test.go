@@ -951,3 +951,42 @@ func TestWriteErrorIsSticky(t *testing.T) {
 	defer w.Close()
 	assertRecords(t, [][]byte{[]byte("good")}, replayAll(t, w))
 }
+
+func TestNextSegmentAndTruncate(t *testing.T) {
+	dir := t.TempDir()
+	w, err := Open(dir, Options{SyncInterval: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Replay(func([]byte) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if err := w.Log([]byte{byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := w.NextSegment()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Log([]byte{9}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Truncate(n); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	w2, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w2.Close()
+	var got []byte
+	if err := w2.Replay(func(r []byte) error { got = append(got, r...); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != "\x09" {
+		t.Fatalf("after truncation replayed %v, want [9]", got)
+	}
+}
