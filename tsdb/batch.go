@@ -46,7 +46,7 @@ func (b *Batch) Reset() {
 var (
 	ErrOutOfOrderSample = errors.New("out of order sample")
 	ErrDuplicateSample  = errors.New("duplicate sample for timestamp with a different value")
-	ErrTooOldSample     = errors.New("sample is older than the group's sealed data")
+	ErrTooOldSample     = errors.New("sample is too old: its time range is already persisted in a block")
 	ErrTooFarInFuture   = errors.New("sample timestamp too far in the future")
 	ErrInvalidLabels    = errors.New("invalid labels")
 	ErrHistogram        = errors.New("native histograms are not supported yet")

@@ -50,6 +50,9 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// Now returns the wall clock in milliseconds (tests override it).
 	Now func() int64
+	// MinValidTime: samples older than this are already in blocks; they are
+	// refused when appended and skipped when replayed.
+	MinValidTime int64
 }
 
 // DefaultOptions returns the defaults documented in the README.
@@ -86,6 +89,7 @@ type groupStripe struct {
 // Head is tandem's in-memory multivariate store, backed by a WAL.
 type Head struct {
 	opts   Options
+	dir    string
 	logger *slog.Logger
 	wal    *wal.WAL
 	lock   *dirLock
@@ -97,6 +101,8 @@ type Head struct {
 	nextRef atomic.Uint64
 
 	minT, maxT atomic.Int64
+	// minValid is the end of the data already in blocks: older samples are refused.
+	minValid atomic.Int64
 
 	metaMu sync.RWMutex
 	meta   map[string][]Metadata
@@ -143,7 +149,8 @@ func Open(dir string, opts Options) (*Head, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
-	h := &Head{opts: opts, logger: opts.Logger, index: newMemIndex(), meta: map[string][]Metadata{}}
+	h := &Head{opts: opts, dir: dir, logger: opts.Logger, index: newMemIndex(), meta: map[string][]Metadata{}}
+	h.minValid.Store(opts.MinValidTime)
 	h.minT.Store(math.MaxInt64)
 	h.maxT.Store(math.MinInt64)
 	for i := range h.series {
@@ -159,7 +166,10 @@ func Open(dir string, opts Options) (*Head, error) {
 	h.lock = lock
 	h.metrics = newHeadMetrics(h, opts.Registerer)
 
-	w, err := wal.Open(filepath.Join(dir, "wal"), wal.Options{
+	if opts.MinValidTime == 0 {
+		h.minValid.Store(math.MinInt64)
+	}
+	w, err := wal.Open(h.walDir(), wal.Options{
 		SegmentSize:  opts.WALSegmentSize,
 		SyncInterval: opts.WALSyncInterval,
 		Logger:       opts.Logger,
@@ -182,6 +192,8 @@ func Open(dir string, opts Options) (*Head, error) {
 	h.ready.Store(true)
 	return h, nil
 }
+
+func (h *Head) walDir() string { return filepath.Join(h.dir, "wal") }
 
 func (h *Head) cut() chunkCut {
 	return chunkCut{rows: h.opts.ChunkRows, blockRange: h.opts.BlockRange.Milliseconds()}
@@ -385,6 +397,7 @@ func (h *Head) AppendBatch(_ context.Context, b *Batch) (AppendResult, error) {
 	now := h.opts.Now()
 	maxT := now + h.opts.MaxFutureSkew.Milliseconds()
 	window := h.opts.OpenWindow.Milliseconds()
+	minValid := h.minValid.Load()
 	var lo, hi int64 = math.MaxInt64, math.MinInt64
 	for k := 0; k < len(cs.order); {
 		g := cs.series[cs.order[k]].g
@@ -395,6 +408,10 @@ func (h *Head) AppendBatch(_ context.Context, b *Batch) (AppendResult, error) {
 			for _, smp := range b.Series[cs.order[k]].Samples {
 				if smp.T > maxT {
 					res.Reject(ErrTooFarInFuture, 1, fmt.Sprintf("series %s at %d", s.lset, smp.T))
+					continue
+				}
+				if smp.T < minValid {
+					res.Reject(ErrTooOldSample, 1, fmt.Sprintf("series %s at %d (data before %d is already in blocks)", s.lset, smp.T, minValid))
 					continue
 				}
 				err := g.append(s, smp.T, smp.V, window, h.cut(), &h.counters)
@@ -518,15 +535,17 @@ func (h *Head) MetricMetadata(metric string, limit, limitPerMetric int) map[stri
 	return out
 }
 
-// replay rebuilds the head from the WAL; returns the number of records.
+// replay rebuilds the head from the newest checkpoint and the WAL; returns
+// the number of records.
 func (h *Head) replay() (int, error) {
 	var (
 		c       record.Commit
 		n       int
 		window  = h.opts.OpenWindow.Milliseconds()
 		dropped int
+		old     int
 	)
-	err := h.wal.Replay(func(rec []byte) error {
+	apply := func(rec []byte) error {
 		if err := record.Decode(rec, &c); err != nil {
 			return fmt.Errorf("decode record %d: %w", n, err)
 		}
@@ -542,10 +561,15 @@ func (h *Head) replay() (int, error) {
 			}
 		}
 		lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
+		minValid := h.minValid.Load()
 		for _, smp := range c.Samples {
 			s := h.seriesByRef(smp.Ref)
 			if s == nil {
 				return fmt.Errorf("record %d: sample for unknown series %d", n, smp.Ref)
+			}
+			if smp.T < minValid {
+				old++ // already in a block
+				continue
 			}
 			s.g.mu.Lock()
 			err := s.g.append(s, smp.T, smp.V, window, h.cut(), &h.counters)
@@ -566,9 +590,26 @@ func (h *Head) replay() (int, error) {
 			h.setMetadata(Metadata{Metric: m.Metric, Type: m.Type, Help: m.Help, Unit: m.Unit})
 		}
 		return nil
-	})
+	}
+	if cp, _, err := lastCheckpoint(h.walDir()); err != nil {
+		return 0, err
+	} else if cp != "" {
+		cw, err := wal.Open(cp, wal.Options{Logger: h.logger})
+		if err != nil {
+			return 0, fmt.Errorf("open checkpoint %s: %w", cp, err)
+		}
+		err = cw.Replay(apply)
+		cw.Close()
+		if err != nil {
+			return n, fmt.Errorf("replay checkpoint %s: %w", cp, err)
+		}
+	}
+	err := h.wal.Replay(apply)
 	if dropped > 0 {
 		h.logger.Warn("WAL replay could not place some samples", "samples", dropped)
+	}
+	if old > 0 {
+		h.logger.Debug("WAL replay skipped samples already in blocks", "samples", old)
 	}
 	var ce *wal.CorruptionError
 	if errors.As(err, &ce) {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -608,5 +610,74 @@ func TestChunksCutAtBlockBoundaries(t *testing.T) {
 	compareModels(t, want, readAll(t, h, math.MinInt64, math.MaxInt64))
 	if c := (chunkCut{blockRange: 100}); c.rangeEnd(-1) != 0 || c.rangeEnd(-100) != 0 || c.rangeEnd(0) != 100 || c.rangeEnd(99) != 100 {
 		t.Fatal("rangeEnd wrong around zero")
+	}
+}
+
+func TestHeadCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	opts := func(o *Options) { o.WALSegmentSize = 64 << 10 }
+	h := openHead(t, dir, opts)
+	want := model{}
+	write := func(from, to int) {
+		for s := from; s < to; s++ {
+			var b Batch
+			for m := 0; m < 20; m++ {
+				l := series("cp", "job", "j", "instance", "i", "m", fmt.Sprint(m))
+				b.Series = append(b.Series, BatchSeries{Labels: l, Samples: []Sample{{T: int64(s) * 1000, V: float64(s * m)}}})
+				want.add(l, int64(s)*1000, float64(s*m))
+			}
+			if res, err := h.AppendBatch(context.Background(), &b); err != nil || res.Err() != nil {
+				t.Fatal(err, res.Err())
+			}
+		}
+	}
+	write(0, 2000)
+	h.AppendBatch(context.Background(), &Batch{Metadata: []Metadata{{Metric: "cp", Type: "gauge", Help: "h"}}})
+	first, _, _ := h.wal.Segments()
+	if err := h.Checkpoint(0); err != nil {
+		t.Fatal(err)
+	}
+	write(2000, 2100)
+	if f, _, _ := h.wal.Segments(); f <= first {
+		t.Fatalf("segments from %d after checkpoint, before %d", f, first)
+	}
+	h.Close()
+	h2 := openHead(t, dir, opts)
+	compareModels(t, want, readAll(t, h2, math.MinInt64, math.MaxInt64))
+	if md := h2.MetricMetadata("cp", 0, 0); len(md["cp"]) != 1 {
+		t.Fatalf("metadata after checkpoint: %v", md)
+	}
+	// A second checkpoint that drops what went to blocks; replay honours MinValidTime.
+	if err := h2.Checkpoint(1500 * 1000); err != nil {
+		t.Fatal(err)
+	}
+	h2.Close()
+	h3 := openHead(t, dir, func(o *Options) { opts(o); o.MinValidTime = 1500 * 1000 })
+	defer h3.Close()
+	w2 := model{}
+	for k, ss := range want {
+		for ts, v := range ss {
+			if ts >= 1500*1000 {
+				if w2[k] == nil {
+					w2[k] = map[int64]uint64{}
+				}
+				w2[k][ts] = v
+			}
+		}
+	}
+	compareModels(t, w2, readAll(t, h3, math.MinInt64, math.MaxInt64))
+	entries, _ := os.ReadDir(filepath.Join(dir, "wal"))
+	cps := 0
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "checkpoint.") {
+			cps++
+		}
+	}
+	if cps != 1 {
+		t.Fatalf("%d checkpoints left, want 1", cps)
+	}
+	res, _ := h3.AppendBatch(context.Background(), &Batch{Series: []BatchSeries{{Labels: series("cp", "job", "j", "instance", "i", "m", "new"), Samples: []Sample{{T: 1000, V: 1}}}}})
+	if !errors.Is(res.Err(), ErrTooOldSample) {
+		t.Fatalf("sample before MinValidTime: %v", res.Err())
 	}
 }

@@ -1,0 +1,189 @@
+package tsdb
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+
+	"github.com/tandem-tsdb/tandem/tsdb/record"
+	"github.com/tandem-tsdb/tandem/tsdb/wal"
+)
+
+// A checkpoint is a directory wal/checkpoint.NNNNNNNN, itself a WAL in the
+// record format, holding everything the head kept at or after the time it
+// was written: series definitions, samples and metadata. It replaces the WAL
+// segments numbered below NNNNNNNN, which are deleted once it is complete.
+// Start-up replays the newest checkpoint, then the remaining segments.
+const checkpointPrefix = "checkpoint."
+
+// lastCheckpoint returns the newest complete checkpoint directory and its number.
+func lastCheckpoint(walDir string) (string, int, error) {
+	entries, err := os.ReadDir(walDir)
+	if os.IsNotExist(err) {
+		return "", -1, nil
+	}
+	if err != nil {
+		return "", -1, fmt.Errorf("list %s: %w", walDir, err)
+	}
+	best, bestN := "", -1
+	for _, e := range entries {
+		name := e.Name()
+		if !e.IsDir() || !strings.HasPrefix(name, checkpointPrefix) {
+			continue
+		}
+		n, err := strconv.Atoi(strings.TrimPrefix(name, checkpointPrefix))
+		if err != nil {
+			// A checkpoint interrupted by a crash: never complete, remove it.
+			if strings.HasSuffix(name, ".tmp") {
+				if err := os.RemoveAll(filepath.Join(walDir, name)); err != nil {
+					return "", -1, fmt.Errorf("remove incomplete checkpoint %s: %w", name, err)
+				}
+			}
+			continue
+		}
+		if n > bestN {
+			best, bestN = filepath.Join(walDir, name), n
+		}
+	}
+	return best, bestN, nil
+}
+
+// checkpointBatch bounds the samples per checkpoint record.
+const checkpointBatch = 20000
+
+// Checkpoint rewrites the WAL: it starts a new segment N, writes the head's
+// content at or after mint into wal/checkpoint.N, then deletes the segments
+// and checkpoints before it. Writes continue meanwhile; a sample written both
+// in the checkpoint and in segment N is an identical duplicate, which replay
+// accepts once.
+func (h *Head) Checkpoint(mint int64) error {
+	n, err := h.wal.NextSegment()
+	if err != nil {
+		return fmt.Errorf("checkpoint: start WAL segment: %w", err)
+	}
+	final := filepath.Join(h.walDir(), fmt.Sprintf("%s%08d", checkpointPrefix, n))
+	tmp := final + ".tmp"
+	if err := os.RemoveAll(tmp); err != nil {
+		return fmt.Errorf("checkpoint: remove %s: %w", tmp, err)
+	}
+	cw, err := wal.Open(tmp, wal.Options{SyncInterval: time.Hour, Logger: h.logger}) // synced once, on Close
+	if err != nil {
+		return fmt.Errorf("checkpoint: open %s: %w", tmp, err)
+	}
+	if err := h.writeCheckpoint(cw, mint); err != nil {
+		cw.Close()
+		os.RemoveAll(tmp)
+		return err
+	}
+	if err := cw.Close(); err != nil {
+		os.RemoveAll(tmp)
+		return fmt.Errorf("checkpoint: close %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		return fmt.Errorf("checkpoint: rename %s: %w", tmp, err)
+	}
+	if err := syncDir(h.walDir()); err != nil {
+		return err
+	}
+	if err := h.wal.Truncate(n); err != nil {
+		return fmt.Errorf("checkpoint: truncate WAL: %w", err)
+	}
+	// Older checkpoints are now redundant.
+	entries, _ := os.ReadDir(h.walDir())
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() && strings.HasPrefix(name, checkpointPrefix) && filepath.Join(h.walDir(), name) != final {
+			if err := os.RemoveAll(filepath.Join(h.walDir(), name)); err != nil {
+				return fmt.Errorf("checkpoint: remove old %s: %w", name, err)
+			}
+		}
+	}
+	h.logger.Info("WAL checkpoint written", "checkpoint", final, "from", mint)
+	return nil
+}
+
+func (h *Head) writeCheckpoint(cw *wal.WAL, mint int64) error {
+	var (
+		c   record.Commit
+		buf []byte
+	)
+	flush := func() error {
+		if len(c.Series) == 0 && len(c.Samples) == 0 && len(c.Metadata) == 0 {
+			return nil
+		}
+		buf = c.Encode(buf[:0])
+		c.Reset()
+		if err := cw.Log(buf); err != nil {
+			return fmt.Errorf("checkpoint: write: %w", err)
+		}
+		return nil
+	}
+	var werr error
+	var it *seriesIterator
+	h.forEachGroup(func(g *group) {
+		if werr != nil {
+			return
+		}
+		g.mu.Lock()
+		members := slices.Clone(g.members)
+		data := make([]*seriesData, len(members))
+		for i, s := range members {
+			data[i] = g.snapshot(s, mint, maxTime)
+		}
+		g.mu.Unlock()
+		for i, s := range members {
+			// Every series is defined, even without samples, so refs stay stable.
+			c.Series = append(c.Series, record.RefSeries{Ref: s.ref, Labels: s.lset})
+			if it == nil {
+				it = newSeriesIterator(data[i])
+			} else {
+				it.reset(data[i])
+			}
+			for it.Next() == chunkenc.ValFloat {
+				t, v := it.At()
+				c.Samples = append(c.Samples, record.RefSample{Ref: s.ref, T: t, V: v})
+			}
+			if err := it.Err(); err != nil {
+				werr = fmt.Errorf("checkpoint: read series %s: %w", s.lset, err)
+				return
+			}
+			if len(c.Samples) >= checkpointBatch {
+				if werr = flush(); werr != nil {
+					return
+				}
+			}
+		}
+	})
+	if werr != nil {
+		return werr
+	}
+	h.metaMu.RLock()
+	for _, ms := range h.meta {
+		for i := len(ms) - 1; i >= 0; i-- { // oldest first: replay keeps the newest first
+			m := ms[i]
+			c.Metadata = append(c.Metadata, record.Metadata{Metric: m.Metric, Type: m.Type, Help: m.Help, Unit: m.Unit})
+		}
+	}
+	h.metaMu.RUnlock()
+	return flush()
+}
+
+const maxTime = int64(^uint64(0) >> 1)
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
+}

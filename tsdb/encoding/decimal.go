@@ -1,0 +1,210 @@
+package encoding
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+)
+
+// MaxDecimalScale is the largest number of decimal digits after the point that the decimal codec tries.
+const MaxDecimalScale = 15
+
+// maxExactInt is 2^53: every integer of smaller magnitude is exactly representable as a float64.
+const maxExactInt = 1 << 53
+
+// pow10 holds the exactly representable powers of ten used as decimal scales.
+var pow10 = [MaxDecimalScale + 1]float64{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15}
+
+// DecimalScale returns the smallest k <= maxScale such that every value v is
+// exactly float64(m)/10^k for an integer m with |m| < 2^53 (bit-exact, so -0,
+// NaN and ±Inf never qualify), and whether such a k exists. The mantissas are
+// written to ms, which must have len(vals) capacity.
+func DecimalScale(vals []float64, maxScale int, ms []int64) (int, bool) {
+	maxScale = min(maxScale, MaxDecimalScale)
+	ms = ms[:len(vals)]
+scales:
+	for k := 0; k <= maxScale; k++ {
+		p := pow10[k]
+		for i, v := range vals {
+			m := math.Round(v * p)
+			if !(m > -maxExactInt && m < maxExactInt) {
+				return 0, false // NaN, ±Inf, or too large here and at every larger scale
+			}
+			if math.Float64bits(m/p) != math.Float64bits(v) {
+				continue scales
+			}
+			ms[i] = int64(m)
+		}
+		return k, true
+	}
+	return 0, false
+}
+
+// AppendDecimal appends the decimal encoding of the mantissas ms at scale k
+// (values ms[i]/10^k) to dst, choosing delta or delta-of-delta residuals,
+// whichever is smaller; see the package documentation for the format.
+func AppendDecimal(dst []byte, ms []int64, k int) []byte {
+	order := 1
+	if s1, s2 := residualBits(ms, 1), residualBits(ms, 2); s2 < s1 {
+		order = 2
+	}
+	w := bitWriter{b: dst, free: 0}
+	w.writeBits(uint64(k), 8)
+	w.writeBits(uint64(order), 8)
+	var base int64
+	var width uint
+	if len(ms) > order {
+		base, width = residualRange(ms, order)
+	}
+	if len(ms) > 0 {
+		w.writeVarint(ms[0])
+	}
+	if order == 2 && len(ms) > 1 {
+		w.writeVarint(ms[1] - ms[0])
+	}
+	w.writeVarint(base)
+	w.writeBits(uint64(width), 8)
+	var d int64
+	for i := 1; i < len(ms); i++ {
+		di := ms[i] - ms[i-1]
+		if order == 1 {
+			w.writeBits(uint64(di)-uint64(base), width)
+		} else if i >= 2 {
+			w.writeBits(uint64(di-d)-uint64(base), width)
+		}
+		d = di
+	}
+	return w.b
+}
+
+// residual returns the i-th residual (i >= order) of ms of the given order.
+func residual(ms []int64, i, order int) int64 {
+	d := ms[i] - ms[i-1]
+	if order == 1 {
+		return d
+	}
+	return d - (ms[i-1] - ms[i-2])
+}
+
+// residualRange returns the minimum residual and the bit width of the largest offset from it.
+func residualRange(ms []int64, order int) (int64, uint) {
+	lo := residual(ms, order, order)
+	hi := lo
+	for i := order + 1; i < len(ms); i++ {
+		r := residual(ms, i, order)
+		lo, hi = min(lo, r), max(hi, r)
+	}
+	return lo, uint(bits.Len64(uint64(hi) - uint64(lo)))
+}
+
+// residualBits estimates the encoded size in bits of ms with residuals of the given order.
+func residualBits(ms []int64, order int) int {
+	if len(ms) <= order {
+		return 64 * order
+	}
+	_, w := residualRange(ms, order)
+	n := int(w) * (len(ms) - order)
+	if order == 2 {
+		n += 8 * varintLen(ms[1]-ms[0])
+	}
+	return n
+}
+
+// varintLen returns the length in bytes of x as a signed varint.
+func varintLen(x int64) int {
+	ux := uint64(x<<1) ^ uint64(x>>63)
+	return (bits.Len64(ux|1) + 6) / 7
+}
+
+// DecimalDecoder decodes values written by AppendDecimal; the zero value is an empty decoder.
+type DecimalDecoder struct {
+	r     bitReader
+	n, i  int
+	order int
+	p     float64
+	m, d  int64
+	d1    int64
+	base  int64
+	width uint
+	err   error
+}
+
+// Reset prepares the decoder to read n values from b.
+func (d *DecimalDecoder) Reset(b []byte, n int) {
+	*d = DecimalDecoder{n: max(n, 0)}
+	d.r.reset(b)
+	d.err = d.header()
+}
+
+// header reads the scale, order, leading values and residual frame.
+func (d *DecimalDecoder) header() error {
+	k, ok := d.r.readBits(8)
+	if !ok {
+		return fmt.Errorf("decimal header: %w", ErrTruncated)
+	}
+	order, ok := d.r.readBits(8)
+	if !ok {
+		return fmt.Errorf("decimal header: %w", ErrTruncated)
+	}
+	if k > MaxDecimalScale || (order != 1 && order != 2) {
+		return fmt.Errorf("decimal scale %d order %d: %w", k, order, ErrMalformed)
+	}
+	d.p, d.order = pow10[k], int(order)
+	var err error
+	if d.n > 0 {
+		if d.m, err = d.r.readVarint(); err != nil {
+			return fmt.Errorf("decimal first value: %w", err)
+		}
+	}
+	if d.order == 2 && d.n > 1 {
+		if d.d1, err = d.r.readVarint(); err != nil {
+			return fmt.Errorf("decimal first delta: %w", err)
+		}
+	}
+	if d.base, err = d.r.readVarint(); err != nil {
+		return fmt.Errorf("decimal residual base: %w", err)
+	}
+	w, ok := d.r.readBits(8)
+	if !ok {
+		return fmt.Errorf("decimal residual width: %w", ErrTruncated)
+	}
+	if w > 64 {
+		return fmt.Errorf("decimal residual width %d: %w", w, ErrMalformed)
+	}
+	d.width = uint(w)
+	return nil
+}
+
+// Next advances to the next value and reports whether there is one.
+func (d *DecimalDecoder) Next() bool {
+	if d.err != nil || d.i >= d.n {
+		return false
+	}
+	switch {
+	case d.i == 0:
+	case d.order == 2 && d.i == 1:
+		d.d = d.d1
+		d.m += d.d
+	default:
+		f, ok := d.r.readBits(d.width)
+		if !ok {
+			d.err = fmt.Errorf("decode value %d of %d: %w", d.i, d.n, ErrTruncated)
+			return false
+		}
+		r := int64(uint64(d.base) + f)
+		if d.order == 1 {
+			d.m += r
+		} else {
+			d.d += r
+			d.m += d.d
+		}
+	}
+	d.i++
+	return true
+}
+
+// At returns the current value.
+func (d *DecimalDecoder) At() float64 { return float64(d.m) / d.p }
+
+// Err returns the error that stopped decoding, if any.
+func (d *DecimalDecoder) Err() error { return d.err }
