@@ -681,3 +681,36 @@ func TestHeadCheckpoint(t *testing.T) {
 		t.Fatalf("sample before MinValidTime: %v", res.Err())
 	}
 }
+
+func TestHeadTruncate(t *testing.T) {
+	h := openHead(t, t.TempDir(), func(o *Options) { o.BlockRange = time.Hour })
+	defer h.Close()
+	want := model{}
+	for s := 0; s < 600; s++ { // 2.5 h at 15 s
+		var b Batch
+		for m := 0; m < 5; m++ {
+			l := series("tr", "job", "j", "instance", "i", "m", fmt.Sprint(m))
+			ts := int64(s) * 15000
+			if m == 4 {
+				ts += 7 // unaligned member
+			}
+			b.Series = append(b.Series, BatchSeries{Labels: l, Samples: []Sample{{T: ts, V: float64(s)}}})
+			if ts >= 3600000 {
+				want.add(l, ts, float64(s))
+			}
+		}
+		if res, err := h.AppendBatch(context.Background(), &b); err != nil || res.Err() != nil {
+			t.Fatal(err, res.Err())
+		}
+	}
+	g := h.getOrCreateGroup(h.groupKey(series("tr", "job", "j", "instance", "i")))
+	before := len(g.aligned.chunks)
+	h.Truncate(3600000)
+	if after := len(g.aligned.chunks); after >= before {
+		t.Fatalf("chunks %d → %d after truncation", before, after)
+	}
+	compareModels(t, want, readAll(t, h, math.MinInt64, math.MaxInt64))
+	if st, _ := h.Stats("__name__", 10); st.MinTime != 3600000 {
+		t.Fatalf("head min time %d after truncation", st.MinTime)
+	}
+}

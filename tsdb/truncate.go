@@ -1,0 +1,84 @@
+package tsdb
+
+import (
+	"math"
+	"slices"
+)
+
+// Truncate drops the head's data older than mint, which the caller has
+// persisted in a block, and refuses samples older than mint from now on.
+// mint must be a block-range boundary, so no head chunk straddles it.
+func (h *Head) Truncate(mint int64) {
+	for {
+		cur := h.minValid.Load()
+		if mint <= cur || h.minValid.CompareAndSwap(cur, mint) {
+			break
+		}
+	}
+	h.forEachGroup(func(g *group) {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		g.aligned.dropBefore(mint)
+		for _, s := range g.members {
+			if s.own != nil {
+				s.own.dropBefore(mint)
+			}
+			if len(s.late) > 0 {
+				i, _ := slices.BinarySearchFunc(s.late, mint, func(a Sample, t int64) int {
+					switch {
+					case a.T < t:
+						return -1
+					case a.T > t:
+						return 1
+					}
+					return 0
+				})
+				s.late = slices.Clone(s.late[i:])
+				if len(s.late) == 0 {
+					s.late = nil
+				}
+			}
+			switch {
+			case s.lastT < mint:
+				s.minT = math.MaxInt64 // nothing left in the head
+			case s.minT < mint:
+				s.minT = mint
+			}
+		}
+	})
+	for {
+		cur := h.minT.Load()
+		if cur >= mint || h.minT.CompareAndSwap(cur, mint) {
+			break
+		}
+	}
+}
+
+// dropBefore removes chunks and rows entirely older than mint.
+func (tb *table) dropBefore(mint int64) {
+	k := 0
+	for k < len(tb.chunks) && tb.chunks[k].maxT < mint {
+		k++
+	}
+	if k > 0 {
+		n := copy(tb.chunks, tb.chunks[k:])
+		clear(tb.chunks[n:])
+		tb.chunks = tb.chunks[:n]
+	}
+	if b := tb.building; b != nil && b.rows > 0 && b.maxT < mint {
+		tb.building = nil
+	}
+	k = 0
+	for k < len(tb.open) && tb.open[k].t < mint {
+		tb.free = append(tb.free, tb.open[k])
+		k++
+	}
+	if k > 0 {
+		n := copy(tb.open, tb.open[k:])
+		clear(tb.open[n:])
+		tb.open = tb.open[:n]
+	}
+	if tb.sealedMaxT < mint-1 {
+		tb.sealedMaxT = mint - 1 // rows before mint can no longer be placed
+	}
+}
