@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/golang/snappy"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
@@ -59,12 +60,17 @@ type decoder struct {
 	seen   map[string]struct{} // metric names whose metadata is already in the batch
 	utf8ok []bool              // per 2.0 symbol: valid UTF-8 (each symbol is checked once)
 	lbuf   []prompb.Label      // labels of the 1.0 series being decoded (strings point into raw)
-	series tsdb.BatchSeries    // scratch
-	stats  decodeStats
+
+	resolver SeriesResolver           // finds known series by label hash; may be nil
+	xx       xxhash.Digest            // hashes labels as sent
+	match    func(labels.Labels) bool // d.matchLbuf, bound once
+	stats    decodeStats
 }
 
 func newDecoder(l Limits) *decoder {
-	return &decoder{limits: l.withDefaults(), sb: labels.NewScratchBuilder(16), seen: map[string]struct{}{}}
+	d := &decoder{limits: l.withDefaults(), sb: labels.NewScratchBuilder(16), seen: map[string]struct{}{}}
+	d.match = d.matchLbuf
+	return d
 }
 
 // release drops references into the last request so the pooled decoder holds no garbage.

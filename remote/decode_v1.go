@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
+	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/prompb"
 
 	"github.com/tandem-tsdb/tandem/tsdb"
@@ -239,9 +240,17 @@ func (d *decoder) walkV1(data []byte) (*tsdb.Batch, error) {
 			return nil, err
 		}
 		if n > 0 {
-			bs := &d.series
-			bs.Samples = arena[:n:n]
+			samples := arena[:n:n]
 			arena = arena[n:]
+			// A series the storage already knows: no validation, no labels to build.
+			var hash uint64
+			if d.resolver != nil {
+				hash = d.hashLbuf()
+				if ref, ok := d.resolver.ResolveRaw(hash, d.match); ok {
+					b.Series = append(b.Series, tsdb.BatchSeries{Ref: ref, Samples: samples})
+					continue
+				}
+			}
 			if err := checkLabels(&d.limits, v1Labels(d.lbuf)); err != nil {
 				d.stats.invalid.Reject(tsdb.ErrInvalidLabels, n, err.Error())
 				continue
@@ -250,7 +259,7 @@ func (d *decoder) walkV1(data []byte) (*tsdb.Batch, error) {
 			for _, l := range d.lbuf {
 				d.sb.Add(l.Name, l.Value)
 			}
-			b.Series = append(b.Series, tsdb.BatchSeries{Labels: d.sb.Labels(), Samples: bs.Samples})
+			b.Series = append(b.Series, tsdb.BatchSeries{Labels: d.sb.Labels(), Samples: samples, RawHash: hash})
 		}
 	}
 	return b, nil
@@ -454,4 +463,37 @@ func parseMetadataV1(b []byte) (tsdb.Metadata, error) {
 	}
 	m.Type = metricTypeV1(typ)
 	return m, nil
+}
+
+// hashLbuf hashes the labels of the series being decoded, as sent.
+func (d *decoder) hashLbuf() uint64 {
+	d.xx.Reset()
+	for _, l := range d.lbuf {
+		d.xx.WriteString(l.Name)
+		d.xx.Write(sep)
+		d.xx.WriteString(l.Value)
+		d.xx.Write(sep)
+	}
+	h := d.xx.Sum64()
+	if h == 0 {
+		h = 1 // 0 means "no hash"
+	}
+	return h
+}
+
+var sep = []byte{0xff}
+
+// matchLbuf reports whether lset equals the labels being decoded.
+func (d *decoder) matchLbuf(lset labels.Labels) bool {
+	i, ok := 0, true
+	lset.Range(func(l labels.Label) {
+		if !ok {
+			return
+		}
+		if i >= len(d.lbuf) || d.lbuf[i].Name != l.Name || d.lbuf[i].Value != l.Value {
+			ok = false
+		}
+		i++
+	})
+	return ok && i == len(d.lbuf)
 }

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/tandem-tsdb/tandem/tsdb"
 )
@@ -24,6 +25,15 @@ type Appender interface {
 	// The handler builds a fresh Batch per request and never touches b after AppendBatch returns,
 	// so the Appender may keep references to it.
 	AppendBatch(ctx context.Context, b *tsdb.Batch) (tsdb.AppendResult, error)
+}
+
+// SeriesResolver is optionally implemented by an Appender: it finds a series
+// it already stores from a hash of the labels as the decoder saw them, so that
+// known series skip label validation and construction (tsdb.Head does).
+type SeriesResolver interface {
+	// ResolveRaw returns the reference of the series cached under hash if
+	// match accepts its labels.
+	ResolveRaw(hash uint64, match func(labels.Labels) bool) (uint64, bool)
 }
 
 // Limits bounds what a single write request may contain.

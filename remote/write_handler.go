@@ -112,11 +112,12 @@ type response struct {
 }
 
 type writeHandler struct {
-	app     Appender
-	limits  Limits
-	logger  *slog.Logger
-	metrics *writeMetrics
-	pool    sync.Pool
+	app      Appender
+	resolver SeriesResolver // app, when it can resolve known series by label hash
+	limits   Limits
+	logger   *slog.Logger
+	metrics  *writeMetrics
+	pool     sync.Pool
 
 	refusedLog  logLimiter // 4xx answers
 	droppedLog  logLimiter // histograms/exemplars silently dropped from 1.0 requests
@@ -139,6 +140,7 @@ func NewWriteHandler(app Appender, opts WriteHandlerOptions) http.Handler {
 		droppedLog:  logLimiter{every: time.Minute},
 		internalLog: logLimiter{every: time.Second},
 	}
+	h.resolver, _ = app.(SeriesResolver)
 	h.pool.New = func() any { return newDecoder(h.limits) }
 	return h
 }
@@ -198,6 +200,7 @@ func (h *writeHandler) handle(r *http.Request) response {
 	}
 
 	d := h.pool.Get().(*decoder)
+	d.resolver = h.resolver
 	defer func() {
 		d.release()
 		h.pool.Put(d)

@@ -19,6 +19,12 @@ type Sample struct {
 type BatchSeries struct {
 	Labels  labels.Labels
 	Samples []Sample
+	// Ref, when non-zero, names an existing series (found with
+	// Head.ResolveRaw); Labels may then be empty.
+	Ref uint64
+	// RawHash, when non-zero, is a decoder's hash of the series' labels as
+	// sent; the head remembers it so that ResolveRaw finds the series next time.
+	RawHash uint64
 }
 
 // Metadata describes a metric family (type, help and unit).

@@ -96,6 +96,7 @@ type Head struct {
 
 	series  [stripes]seriesStripe
 	refs    [stripes]refStripe
+	raw     [stripes]refStripe // decoder hash of labels as sent → series
 	groups  [stripes]groupStripe
 	index   *memIndex
 	nextRef atomic.Uint64
@@ -156,6 +157,7 @@ func Open(dir string, opts Options) (*Head, error) {
 	for i := range h.series {
 		h.series[i].byHash = map[uint64][]*memSeries{}
 		h.refs[i].byRef = map[uint64]*memSeries{}
+		h.raw[i].byRef = map[uint64]*memSeries{}
 		h.groups[i].byKey = map[string]*group{}
 	}
 	h.commitPool.New = func() any { return &commitState{} }
@@ -340,6 +342,33 @@ func groupHash(key string) uint64 {
 	return x
 }
 
+// ResolveRaw returns the series a decoder cached under hash (see
+// BatchSeries.RawHash) if match accepts its labels, so that a known series
+// is found without building or validating its labels again.
+func (h *Head) ResolveRaw(hash uint64, match func(labels.Labels) bool) (uint64, bool) {
+	rs := &h.raw[hash%stripes]
+	rs.mu.RLock()
+	s := rs.byRef[hash]
+	rs.mu.RUnlock()
+	if s == nil || !match(s.lset) {
+		return 0, false
+	}
+	return s.ref, true
+}
+
+func (h *Head) rememberRaw(hash uint64, s *memSeries) {
+	rs := &h.raw[hash%stripes]
+	rs.mu.RLock()
+	cur := rs.byRef[hash]
+	rs.mu.RUnlock()
+	if cur == s {
+		return
+	}
+	rs.mu.Lock()
+	rs.byRef[hash] = s
+	rs.mu.Unlock()
+}
+
 // seriesByRef returns the series with the given reference, or nil.
 func (h *Head) seriesByRef(ref uint64) *memSeries {
 	rs := &h.refs[ref%stripes]
@@ -373,12 +402,22 @@ func (h *Head) AppendBatch(_ context.Context, b *Batch) (AppendResult, error) {
 	for i := range b.Series {
 		bs := &b.Series[i]
 		var s *memSeries
-		if len(bs.Samples) > 0 {
+		switch {
+		case len(bs.Samples) == 0:
+		case bs.Ref != 0:
+			if s = h.seriesByRef(bs.Ref); s == nil {
+				return res, fmt.Errorf("series %d is no longer in the head", bs.Ref)
+			}
+			cs.order = append(cs.order, i)
+		default:
 			var err error
 			if s, err = h.getOrCreate(bs.Labels, 0); err != nil {
 				res.Reject(ErrInvalidLabels, len(bs.Samples), err.Error())
 			} else {
 				cs.order = append(cs.order, i)
+				if bs.RawHash != 0 {
+					h.rememberRaw(bs.RawHash, s)
+				}
 			}
 		}
 		cs.series = append(cs.series, s)

@@ -1,0 +1,93 @@
+package remote
+
+import (
+	"bytes"
+	"context"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/golang/snappy"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/prompb"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+
+	"github.com/tandem-tsdb/tandem/tsdb"
+)
+
+// TestKnownSeriesFastPath writes the same series repeatedly through the real
+// head: later requests resolve series by label hash instead of rebuilding
+// labels, and every sample must land on the right series.
+func TestKnownSeriesFastPath(t *testing.T) {
+	opts := tsdb.DefaultOptions()
+	opts.WALSyncInterval = 0
+	h, err := tsdb.Open(t.TempDir(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	srv := httptest.NewServer(NewWriteHandler(h, WriteHandlerOptions{}))
+	defer srv.Close()
+
+	names := []string{"a", "b", "c"}
+	for round := int64(0); round < 5; round++ {
+		req := &prompb.WriteRequest{}
+		for i, n := range names {
+			req.Timeseries = append(req.Timeseries, prompb.TimeSeries{
+				Labels:  []prompb.Label{{Name: "__name__", Value: n}, {Name: "instance", Value: "x"}, {Name: "job", Value: "j"}},
+				Samples: []prompb.Sample{{Timestamp: 1000 * (round + 1), Value: float64(100*i) + float64(round)}},
+			})
+		}
+		raw, err := req.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.Post(srv.URL, "application/x-protobuf", bytes.NewReader(snappy.Encode(nil, raw)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("round %d: status %d", round, resp.StatusCode)
+		}
+	}
+	q, _ := h.Querier(math.MinInt64, math.MaxInt64)
+	defer q.Close()
+	ss := q.Select(context.Background(), true, nil, labels.MustNewMatcher(labels.MatchEqual, "job", "j"))
+	n := 0
+	for ss.Next() {
+		s := ss.At()
+		i := map[string]int{"a": 0, "b": 1, "c": 2}[s.Labels().Get("__name__")]
+		it := s.Iterator(nil)
+		round := 0
+		for it.Next() == chunkenc.ValFloat {
+			ts, v := it.At()
+			if ts != int64(1000*(round+1)) || v != float64(100*i+round) {
+				t.Fatalf("%s: sample %d is (%d, %v)", s.Labels(), round, ts, v)
+			}
+			round++
+		}
+		if round != 5 {
+			t.Fatalf("%s: %d samples, want 5", s.Labels(), round)
+		}
+		n++
+	}
+	if n != 3 {
+		t.Fatalf("%d series, want 3", n)
+	}
+	// The series are cached under the decoder's hash of their labels.
+	d := newDecoder(Limits{})
+	d.lbuf = []prompb.Label{{Name: "__name__", Value: "b"}, {Name: "instance", Value: "x"}, {Name: "job", Value: "j"}}
+	if _, ok := h.ResolveRaw(d.hashLbuf(), d.match); !ok {
+		t.Fatal("known series not resolved by label hash")
+	}
+	d.lbuf[2].Value = "other"
+	if _, ok := h.ResolveRaw(d.hashLbuf(), d.match); ok {
+		t.Fatal("unknown series resolved")
+	}
+	// A hash hit whose labels differ (a collision) must not resolve.
+	if _, ok := h.ResolveRaw(1, func(labels.Labels) bool { return false }); ok {
+		t.Fatal("resolved despite a label mismatch")
+	}
+}
