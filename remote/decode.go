@@ -60,6 +60,8 @@ type decoder struct {
 	seen   map[string]struct{} // metric names whose metadata is already in the batch
 	utf8ok []bool              // per 2.0 symbol: valid UTF-8 (each symbol is checked once)
 	lbuf   []prompb.Label      // labels of the 1.0 series being decoded (strings point into raw)
+	// rawLabels are the protobuf bytes of lbuf's label fields when contiguous.
+	rawLabels []byte
 
 	resolver SeriesResolver           // finds known series by label hash; may be nil
 	xx       xxhash.Digest            // hashes labels as sent

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/prompb"
 
@@ -288,9 +289,14 @@ func countSamples(ts []byte) (int, error) {
 // It returns the number of float samples.
 func (d *decoder) parseSeriesV1(ts []byte, arena []tsdb.Sample) (int, error) {
 	d.lbuf = d.lbuf[:0]
+	d.rawLabels = nil
 	n, hist, ex := 0, 0, 0
+	// The label fields' bytes, when contiguous (as every sender writes them),
+	// are hashed in one call to find a known series.
+	lstart, lend, contiguous := -1, -1, true
 	r := pbReader{b: ts}
 	for !r.done() {
+		fieldStart := r.off
 		field, wire, err := r.key()
 		if err != nil {
 			return 0, err
@@ -309,6 +315,12 @@ func (d *decoder) parseSeriesV1(ts []byte, arena []tsdb.Sample) (int, error) {
 				return 0, err
 			}
 			d.lbuf = append(d.lbuf, l)
+			if lstart < 0 {
+				lstart = fieldStart
+			} else if lend != fieldStart {
+				contiguous = false
+			}
+			lend = r.off
 		case 2:
 			msg, err := r.bytes()
 			if err != nil {
@@ -344,6 +356,9 @@ func (d *decoder) parseSeriesV1(ts []byte, arena []tsdb.Sample) (int, error) {
 				return 0, err
 			}
 		}
+	}
+	if contiguous && lstart >= 0 {
+		d.rawLabels = ts[lstart:lend]
 	}
 	d.stats.samples += n
 	if hist > 0 {
@@ -465,8 +480,15 @@ func parseMetadataV1(b []byte) (tsdb.Metadata, error) {
 	return m, nil
 }
 
-// hashLbuf hashes the labels of the series being decoded, as sent.
+// hashLbuf hashes the labels of the series being decoded, as sent: their
+// protobuf bytes when contiguous, else name and value strings.
 func (d *decoder) hashLbuf() uint64 {
+	if d.rawLabels != nil {
+		if h := xxhash.Sum64(d.rawLabels); h != 0 {
+			return h
+		}
+		return 1 // 0 means "no hash"
+	}
 	d.xx.Reset()
 	for _, l := range d.lbuf {
 		d.xx.WriteString(l.Name)

@@ -76,15 +76,26 @@ func TestKnownSeriesFastPath(t *testing.T) {
 	if n != 3 {
 		t.Fatalf("%d series, want 3", n)
 	}
-	// The series are cached under the decoder's hash of their labels.
-	d := newDecoder(Limits{})
-	d.lbuf = []prompb.Label{{Name: "__name__", Value: "b"}, {Name: "instance", Value: "x"}, {Name: "job", Value: "j"}}
-	if _, ok := h.ResolveRaw(d.hashLbuf(), d.match); !ok {
-		t.Fatal("known series not resolved by label hash")
+	// Decoding the series again resolves them to references, except an unknown one.
+	req := &prompb.WriteRequest{}
+	for _, n := range []string{"b", "zzz"} {
+		req.Timeseries = append(req.Timeseries, prompb.TimeSeries{
+			Labels:  []prompb.Label{{Name: "__name__", Value: n}, {Name: "instance", Value: "x"}, {Name: "job", Value: "j"}},
+			Samples: []prompb.Sample{{Timestamp: 99000, Value: 1}},
+		})
 	}
-	d.lbuf[2].Value = "other"
-	if _, ok := h.ResolveRaw(d.hashLbuf(), d.match); ok {
-		t.Fatal("unknown series resolved")
+	raw, err := req.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newDecoder(Limits{})
+	d.resolver = h
+	b, err := d.decodeV1(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Series) != 2 || b.Series[0].Ref == 0 || !b.Series[0].Labels.IsEmpty() || b.Series[1].Ref != 0 || b.Series[1].RawHash == 0 {
+		t.Fatalf("known series not resolved, or unknown one resolved: %+v", b.Series)
 	}
 	// A hash hit whose labels differ (a collision) must not resolve.
 	if _, ok := h.ResolveRaw(1, func(labels.Labels) bool { return false }); ok {
