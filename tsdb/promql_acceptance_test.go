@@ -83,13 +83,31 @@ func splitSections(content string) (names []int, sections []string) {
 // TestPromQLAcceptance runs Prometheus's PromQL test suite (promqltest's
 // builtin files) against tandem's head, section by section.
 func TestPromQLAcceptance(t *testing.T) {
+	runAcceptance(t, func(tb testing.TB) storage.Storage { return newTestHead(tb) }, knownFailures)
+}
+
+// knownFailuresBlocks are the sections that fail when the data is read from
+// blocks: the head's known failures plus those listed for blocks only.
+func knownFailuresBlocks() map[string]string {
+	m := map[string]string{}
+	for k, v := range knownFailures {
+		m[k] = v
+	}
+	for _, s := range knownBlocksSections {
+		m[s] = reasonLoadAfterFlush
+	}
+	return m
+}
+
+const reasonLoadAfterFlush = "loads data older than what an earlier query flushed to blocks (refused as too old until the out-of-order issue)"
+
+func runAcceptance(t *testing.T, newStorage func(testing.TB) storage.Storage, knownFailures map[string]string) {
 	dir := promqlTestdata(t)
 	files, err := filepath.Glob(filepath.Join(dir, "*.test"))
 	if err != nil || len(files) < 20 {
 		t.Fatalf("expected the builtin test files in %s, found %d (%v)", dir, len(files), err)
 	}
 	engine := promqltest.NewTestEngine(t, false, 0, promqltest.DefaultMaxSamplesPerQuery)
-	newStorage := func(tb testing.TB) storage.Storage { return newTestHead(tb) }
 	var passed, failedKnown int
 	var evals int
 	seen := map[string]bool{}

@@ -30,10 +30,11 @@ scales:
 			if !(m > -maxExactInt && m < maxExactInt) {
 				return 0, false // NaN, ±Inf, or too large here and at every larger scale
 			}
-			if math.Float64bits(m/p) != math.Float64bits(v) {
+			mi := int64(m)
+			if math.Float64bits(float64(mi)/p) != math.Float64bits(v) { // exactly what the decoder computes; rejects -0
 				continue scales
 			}
-			ms[i] = int64(m)
+			ms[i] = mi
 		}
 		return k, true
 	}

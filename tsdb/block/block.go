@@ -1,0 +1,143 @@
+// Package block implements tandem's immutable columnar blocks on disk: a
+// directory holding meta.json, an index file and a chunks file, written once
+// by Write and read through a memory map by Open. The byte format is
+// described in docs/format/block.md.
+package block
+
+import (
+	"errors"
+	"hash/crc32"
+
+	"github.com/prometheus/prometheus/model/labels"
+)
+
+// File names inside a block directory.
+const (
+	MetaFilename   = "meta.json"
+	IndexFilename  = "index"
+	ChunksFilename = "chunks"
+)
+
+// FormatVersion is the version written to meta.json and to each binary file.
+const FormatVersion = 1
+
+// DefaultChunkRows is the default maximum number of rows per chunk.
+const DefaultChunkRows = 240
+
+// tmpSuffix marks a block directory that is still being written.
+const tmpSuffix = ".tmp-for-creation"
+
+// Magic numbers of the binary files.
+const (
+	indexMagic  = 0x544E4449 // "TNDI"
+	chunksMagic = 0x544E4443 // "TNDC"
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// ErrCorrupt is wrapped by every error that reports malformed block data.
+var ErrCorrupt = errors.New("block: corrupt data")
+
+// Column is one member's samples in a table: the rows where the member has a value and the values.
+type Column struct {
+	Member int       // index into Group.Members
+	Rows   []int32   // indices into Table.Timestamps where the member has a value, strictly ascending
+	Values []float64 // len(Values) == len(Rows); every bit pattern round-trips
+}
+
+// Table is a set of columns sharing one timestamp column.
+type Table struct {
+	Timestamps []int64  // strictly increasing
+	Columns    []Column // at most one per member
+}
+
+// Group is the input unit of Write: the series of one group and their tables.
+type Group struct {
+	Key     string          // the group's identity, unique within a block
+	Members []labels.Labels // the group's series, any order, unique across the block
+	// Tables[0] is the shared (aligned) table; later tables each hold one column
+	// (an unaligned member). A member may appear in several tables; its samples
+	// never share a timestamp across tables, but time ranges may interleave.
+	Tables []Table
+}
+
+// Meta is the content of meta.json.
+type Meta struct {
+	ULID       string         `json:"ulid"`
+	MinTime    int64          `json:"minTime"` // inclusive
+	MaxTime    int64          `json:"maxTime"` // exclusive
+	Stats      MetaStats      `json:"stats"`
+	Compaction MetaCompaction `json:"compaction"`
+	Version    int            `json:"version"`
+}
+
+// MetaStats counts what a block holds.
+type MetaStats struct {
+	NumSamples uint64 `json:"numSamples"`
+	NumSeries  uint64 `json:"numSeries"`
+	NumGroups  uint64 `json:"numGroups"`
+	NumChunks  uint64 `json:"numChunks"`
+}
+
+// MetaCompaction records how a block was produced.
+type MetaCompaction struct {
+	Level   int      `json:"level"`
+	Sources []string `json:"sources,omitempty"`
+}
+
+// WriteOptions configures Write.
+type WriteOptions struct {
+	ChunkRows       int      // maximum rows per chunk; default DefaultChunkRows
+	MaxDecimalScale int      // largest decimal scale tried for value columns; default 15 (encoding.MaxDecimalScale), negative disables the decimal codec
+	Level           int      // Meta.Compaction.Level; default 1
+	Sources         []string // Meta.Compaction.Sources; default the new block's ULID
+	ULID            string   // the block's ULID; default a new one
+
+	// failAfter, when > 0, makes Write fail after writing that many chunks (tests of crash safety).
+	failAfter int
+}
+
+// ChunkStat summarises one member's column in one chunk, read from the chunk's header.
+//
+// Count includes every sample. First and Last are the first and last values,
+// bit-exact (a staleness marker stays one). Min, Max and Sum are computed
+// over the samples that are not NaN (so staleness markers and other NaNs are
+// excluded), in time order with float64 addition; when every sample is NaN
+// they are NaN. Min and Max keep the earliest of equal values (-0 vs +0).
+type ChunkStat struct {
+	MinT, MaxT                 int64 // the member's first and last timestamp in the chunk
+	Count                      int
+	Min, Max, Sum, First, Last float64
+}
+
+// Inspection describes a block's groups and how their columns are encoded.
+type Inspection struct {
+	Groups []GroupInspection
+}
+
+// GroupInspection describes one group.
+type GroupInspection struct {
+	Key     string
+	Members []labels.Labels
+	Tables  []TableInspection
+}
+
+// TableInspection describes one table of a group.
+type TableInspection struct {
+	Chunks         int
+	Rows           int
+	Bytes          int // chunk bytes on disk, framing included
+	TimestampBytes int // encoded timestamp columns
+	Regular        int // chunks whose timestamp column is regular (start, step)
+	Columns        []ColumnInspection
+}
+
+// ColumnInspection describes one member's column in a table, summed over chunks.
+type ColumnInspection struct {
+	Member    int
+	Chunks    int
+	Samples   int
+	Bytes     int            // column header and data
+	Encodings map[string]int // chunks per value encoding name
+	Presence  map[string]int // chunks per presence kind name
+}

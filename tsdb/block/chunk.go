@@ -1,0 +1,469 @@
+package block
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/bits"
+	"slices"
+
+	"github.com/tandem-tsdb/tandem/tsdb/encoding"
+)
+
+// Chunk layout constants; see docs/format/block.md.
+const (
+	chunkKindTable = 1 // the only chunk kind: a table slice
+
+	tsDoD     = 0 // delta-of-delta timestamp column
+	tsRegular = 1 // start (the chunk's minT) and step
+
+	colFloat = 1 // float64 value column; native histograms will get their own type
+
+	presAll    = 0
+	presRun    = 1
+	presBitmap = 2
+
+	encConst   = 0
+	encXOR     = 1
+	encDecimal = 2
+
+	statMin  = 1 << 0
+	statMax  = 1 << 1
+	statSum  = 1 << 2
+	statLast = 1 << 3
+
+	maxChunkRows = 1 << 24 // sanity bound when decoding
+)
+
+var encNames = [...]string{encConst: "const", encXOR: "xor", encDecimal: "decimal"}
+var presNames = [...]string{presAll: "all", presRun: "run", presBitmap: "bitmap"}
+
+func encName(e byte) string {
+	if int(e) < len(encNames) {
+		return encNames[e]
+	}
+	return fmt.Sprintf("unknown(%d)", e)
+}
+
+// colInput is one column restricted to a chunk: rows relative to the chunk's first row.
+type colInput struct {
+	member int
+	rows   []int32
+	vals   []float64
+}
+
+// chunkEncoder builds chunk bodies, reusing its buffers.
+type chunkEncoder struct {
+	maxScale int
+	ts       encoding.TSEncoder
+	xor      encoding.XOREncoder
+	ms       []int64
+	dec      []byte
+	area     []byte
+	offs     []uint64
+}
+
+// colStats computes the statistics documented on ChunkStat.
+func colStats(vals []float64) (mn, mx, sum float64) {
+	mn, mx, sum = math.NaN(), math.NaN(), math.NaN()
+	seen := false
+	for _, v := range vals {
+		if math.IsNaN(v) {
+			continue
+		}
+		if !seen {
+			mn, mx, sum, seen = v, v, v, true
+			continue
+		}
+		if v < mn {
+			mn = v
+		}
+		if v > mx {
+			mx = v
+		}
+		sum += v
+	}
+	return mn, mx, sum
+}
+
+// encode appends the body of a chunk with timestamps ts and columns cols (sorted by member, non-empty) to dst.
+func (e *chunkEncoder) encode(dst []byte, ts []int64, cols []colInput) []byte {
+	rows := len(ts)
+	minT, maxT := ts[0], ts[rows-1]
+	dst = append(dst, chunkKindTable)
+	dst = binary.AppendVarint(dst, minT)
+	dst = binary.AppendUvarint(dst, uint64(maxT-minT))
+	dst = binary.AppendUvarint(dst, uint64(rows))
+	regular := true
+	var step int64
+	if rows > 1 {
+		step = ts[1] - ts[0]
+		for i := 2; i < rows; i++ {
+			if ts[i]-ts[i-1] != step {
+				regular = false
+				break
+			}
+		}
+	}
+	if regular {
+		dst = append(dst, tsRegular)
+		dst = binary.AppendUvarint(dst, uint64(step))
+	} else {
+		e.ts.Reset()
+		for _, t := range ts {
+			e.ts.Append(t)
+		}
+		dst = append(dst, tsDoD)
+		dst = binary.AppendUvarint(dst, uint64(len(e.ts.Bytes())))
+		dst = append(dst, e.ts.Bytes()...)
+	}
+
+	e.area = e.area[:0]
+	e.offs = e.offs[:0]
+	for _, c := range cols {
+		e.offs = append(e.offs, uint64(len(e.area)))
+		e.area = e.encodeColumn(e.area, ts, c)
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(cols)))
+	wm := bytesFor(uint64(cols[len(cols)-1].member))
+	wo := bytesFor(e.offs[len(e.offs)-1])
+	dst = append(dst, byte(wm), byte(wo))
+	for i, c := range cols {
+		dst = putBE(dst, uint64(c.member), wm)
+		dst = putBE(dst, e.offs[i], wo)
+	}
+	return append(dst, e.area...)
+}
+
+// encodeColumn appends one column's header and data.
+func (e *chunkEncoder) encodeColumn(dst []byte, ts []int64, c colInput) []byte {
+	rows, n := len(ts), len(c.rows)
+	dst = append(dst, colFloat)
+	first, last := int(c.rows[0]), int(c.rows[n-1])
+	switch {
+	case n == rows:
+		dst = append(dst, presAll)
+	case last-first+1 == n:
+		dst = append(dst, presRun)
+		dst = binary.AppendUvarint(dst, uint64(first))
+		dst = binary.AppendUvarint(dst, uint64(n))
+	default:
+		dst = append(dst, presBitmap)
+		start := len(dst)
+		dst = append(dst, make([]byte, (rows+7)/8)...)
+		for _, r := range c.rows {
+			dst[start+int(r)/8] |= 0x80 >> (uint(r) % 8)
+		}
+	}
+	if n != rows {
+		dst = binary.AppendUvarint(dst, uint64(ts[first]-ts[0]))
+		dst = binary.AppendUvarint(dst, uint64(ts[rows-1]-ts[last]))
+	}
+	mn, mx, sum := colStats(c.vals)
+	fv, lv := c.vals[0], c.vals[n-1]
+	fb := math.Float64bits(fv)
+	var mask byte
+	for i, v := range [...]float64{mn, mx, sum, lv} {
+		if math.Float64bits(v) != fb {
+			mask |= 1 << uint(i)
+		}
+	}
+	dst = append(dst, mask)
+	dst = binary.LittleEndian.AppendUint64(dst, fb)
+	for i, v := range [...]float64{mn, mx, sum, lv} {
+		if mask&(1<<uint(i)) != 0 {
+			dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(v))
+		}
+	}
+
+	constant := true
+	for _, v := range c.vals[1:] {
+		if math.Float64bits(v) != fb {
+			constant = false
+			break
+		}
+	}
+	if constant {
+		return append(dst, encConst)
+	}
+	e.xor.Reset()
+	for _, v := range c.vals {
+		e.xor.Append(v)
+	}
+	best, enc := e.xor.Bytes(), byte(encXOR)
+	if e.maxScale >= 0 {
+		if cap(e.ms) < n {
+			e.ms = make([]int64, n)
+		}
+		if k, ok := encoding.DecimalScale(c.vals, e.maxScale, e.ms[:n]); ok {
+			e.dec = encoding.AppendDecimal(e.dec[:0], e.ms[:n], k)
+			if len(e.dec) < len(best) {
+				best, enc = e.dec, encDecimal
+			}
+		}
+	}
+	dst = append(dst, enc)
+	dst = binary.AppendUvarint(dst, uint64(len(best)))
+	return append(dst, best...)
+}
+
+// chunkView is a parsed chunk header; its slices alias the chunk body.
+type chunkView struct {
+	minT, maxT int64
+	rows       int
+	regular    bool
+	step       int64
+	tsData     []byte
+	ncols      int
+	wm, wo     int
+	dir        []byte
+	area       []byte
+}
+
+// parseChunk parses a chunk body's header and column directory.
+func parseChunk(body []byte) (chunkView, error) {
+	var c chunkView
+	d := decbuf{b: body}
+	if k := d.byte1(); d.err == nil && k != chunkKindTable {
+		return c, fmt.Errorf("unknown chunk kind %d: %w", k, ErrCorrupt)
+	}
+	c.minT = d.varint()
+	span := d.uvarint()
+	c.maxT = c.minT + int64(span)
+	c.rows = d.uvarintInt(maxChunkRows)
+	if d.err == nil && (c.rows == 0 || span > math.MaxInt64 || c.maxT < c.minT) {
+		return c, fmt.Errorf("chunk rows %d time span %d: %w", c.rows, span, ErrCorrupt)
+	}
+	switch te := d.byte1(); te {
+	case tsRegular:
+		c.regular = true
+		c.step = int64(d.uvarint())
+		if d.err == nil && (c.step < 0 || (c.rows == 1) != (c.step == 0) ||
+			(c.rows > 1 && (c.step > (c.maxT-c.minT)/int64(c.rows-1) || c.step*int64(c.rows-1) != c.maxT-c.minT))) {
+			return c, fmt.Errorf("regular timestamps: step %d rows %d span %d: %w", c.step, c.rows, span, ErrCorrupt)
+		}
+	case tsDoD:
+		c.tsData = d.bytes(d.uvarintInt(len(body)))
+	default:
+		if d.err == nil {
+			return c, fmt.Errorf("unknown timestamp encoding %d: %w", te, ErrCorrupt)
+		}
+	}
+	c.ncols = d.uvarintInt(len(body))
+	c.wm, c.wo = int(d.byte1()), int(d.byte1())
+	if d.err == nil && (c.wm < 1 || c.wm > 8 || c.wo < 1 || c.wo > 8) {
+		return c, fmt.Errorf("column directory widths %d, %d: %w", c.wm, c.wo, ErrCorrupt)
+	}
+	c.dir = d.bytes(c.ncols * (c.wm + c.wo))
+	c.area = d.b
+	if d.err != nil {
+		return c, fmt.Errorf("chunk header: %w: %w", d.err, ErrCorrupt)
+	}
+	return c, nil
+}
+
+// dirEntry returns the member and area offset of the i-th column.
+func (c *chunkView) dirEntry(i int) (int, uint64) {
+	e := c.dir[i*(c.wm+c.wo):]
+	return int(beN(e[:c.wm])), beN(e[c.wm : c.wm+c.wo])
+}
+
+// find returns the index of member's column, or -1.
+func (c *chunkView) find(member int) int {
+	lo, hi := 0, c.ncols
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if mm, _ := c.dirEntry(m); mm < member {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo < c.ncols {
+		if mm, _ := c.dirEntry(lo); mm == member {
+			return lo
+		}
+	}
+	return -1
+}
+
+// colView is a parsed column header; its slices alias the chunk body.
+type colView struct {
+	member                     int
+	presence                   byte
+	runFirst                   int
+	count                      int
+	bitmap                     []byte
+	minT, maxT                 int64
+	first, min, max, sum, last float64
+	enc                        byte
+	data                       []byte
+	size                       int // bytes of header and data
+}
+
+// column parses the i-th column's header.
+func (c *chunkView) column(i int) (colView, error) {
+	var v colView
+	member, off := c.dirEntry(i)
+	v.member = member
+	if off > uint64(len(c.area)) {
+		return v, fmt.Errorf("column %d offset %d beyond chunk: %w", i, off, ErrCorrupt)
+	}
+	d := decbuf{b: c.area[off:]}
+	start := len(d.b)
+	if t := d.byte1(); d.err == nil && t != colFloat {
+		return v, fmt.Errorf("column %d: unknown column type %d: %w", i, t, ErrCorrupt)
+	}
+	v.presence = d.byte1()
+	v.minT, v.maxT = c.minT, c.maxT
+	switch v.presence {
+	case presAll:
+		v.count = c.rows
+	case presRun:
+		v.runFirst = d.uvarintInt(c.rows)
+		v.count = d.uvarintInt(c.rows)
+		if d.err == nil && (v.count == 0 || v.runFirst+v.count > c.rows) {
+			return v, fmt.Errorf("column %d: run %d+%d of %d rows: %w", i, v.runFirst, v.count, c.rows, ErrCorrupt)
+		}
+	case presBitmap:
+		v.bitmap = d.bytes((c.rows + 7) / 8)
+		for _, b := range v.bitmap {
+			v.count += bits.OnesCount8(b)
+		}
+		if d.err == nil && (v.count == 0 || (c.rows%8 != 0 && v.bitmap[len(v.bitmap)-1]&(0xff>>uint(c.rows%8)) != 0)) {
+			return v, fmt.Errorf("column %d: bad presence bitmap: %w", i, ErrCorrupt)
+		}
+	default:
+		if d.err == nil {
+			return v, fmt.Errorf("column %d: unknown presence %d: %w", i, v.presence, ErrCorrupt)
+		}
+	}
+	if v.presence != presAll {
+		v.minT += int64(d.uvarint())
+		v.maxT -= int64(d.uvarint())
+	}
+	mask := d.byte1()
+	v.first = d.f64()
+	v.min, v.max, v.sum, v.last = v.first, v.first, v.first, v.first
+	if mask&statMin != 0 {
+		v.min = d.f64()
+	}
+	if mask&statMax != 0 {
+		v.max = d.f64()
+	}
+	if mask&statSum != 0 {
+		v.sum = d.f64()
+	}
+	if mask&statLast != 0 {
+		v.last = d.f64()
+	}
+	v.enc = d.byte1()
+	switch v.enc {
+	case encConst:
+	case encXOR, encDecimal:
+		v.data = d.bytes(d.uvarintInt(len(c.area)))
+	default:
+		if d.err == nil {
+			return v, fmt.Errorf("column %d: unknown value encoding %d: %w", i, v.enc, ErrCorrupt)
+		}
+	}
+	if d.err != nil {
+		return v, fmt.Errorf("column %d header: %w: %w", i, d.err, ErrCorrupt)
+	}
+	v.size = start - len(d.b)
+	return v, nil
+}
+
+// colCursor iterates the samples of one column of one chunk.
+type colCursor struct {
+	ch  chunkView
+	col colView
+	row int
+	end int // one past the last row that can hold a sample
+	n   int // values decoded
+	ts  encoding.TSDecoder
+	xor encoding.XORDecoder
+	dec encoding.DecimalDecoder
+	t   int64
+	v   float64
+}
+
+// reset starts iterating col of ch.
+func (c *colCursor) reset(ch chunkView, col colView) {
+	c.ch, c.col, c.row, c.n = ch, col, 0, 0
+	c.end = ch.rows
+	if !ch.regular {
+		c.ts.Reset(ch.tsData, ch.rows)
+	} else if col.presence == presRun {
+		c.row = col.runFirst // regular timestamps need no decoding of earlier rows
+	}
+	if col.presence == presRun {
+		c.end = col.runFirst + col.count
+	}
+	switch col.enc {
+	case encXOR:
+		c.xor.Reset(col.data, col.count)
+	case encDecimal:
+		c.dec.Reset(col.data, col.count)
+	}
+}
+
+// next advances to the next sample of the column; it returns false at the end or on error.
+func (c *colCursor) next() (bool, error) {
+	for c.row < c.end {
+		r := c.row
+		c.row++
+		var t int64
+		if c.ch.regular {
+			t = c.ch.minT + int64(r)*c.ch.step
+		} else {
+			if !c.ts.Next() {
+				return false, c.tsErr()
+			}
+			t = c.ts.At()
+		}
+		switch c.col.presence {
+		case presRun:
+			if r < c.col.runFirst {
+				continue
+			}
+		case presBitmap:
+			if c.col.bitmap[r>>3]&(0x80>>uint(r&7)) == 0 {
+				continue
+			}
+		}
+		if c.n >= c.col.count {
+			return false, fmt.Errorf("more present rows than values: %w", ErrCorrupt)
+		}
+		c.n++
+		switch c.col.enc {
+		case encConst:
+			c.v = c.col.first
+		case encXOR:
+			if !c.xor.Next() {
+				return false, fmt.Errorf("values: %w: %w", c.xor.Err(), ErrCorrupt)
+			}
+			c.v = c.xor.At()
+		case encDecimal:
+			if !c.dec.Next() {
+				return false, fmt.Errorf("values: %w: %w", c.dec.Err(), ErrCorrupt)
+			}
+			c.v = c.dec.At()
+		}
+		c.t = t
+		return true, nil
+	}
+	return false, nil
+}
+
+func (c *colCursor) tsErr() error {
+	if err := c.ts.Err(); err != nil {
+		return fmt.Errorf("timestamps: %w: %w", err, ErrCorrupt)
+	}
+	return fmt.Errorf("timestamps: %w", ErrCorrupt)
+}
+
+// sortColumns sorts chunk columns by member.
+func sortColumns(cols []colInput) {
+	slices.SortFunc(cols, func(a, b colInput) int { return a.member - b.member })
+}

@@ -1,0 +1,224 @@
+package block
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"slices"
+	"strings"
+
+	"github.com/prometheus/prometheus/model/labels"
+)
+
+// Index sections, in file order.
+const (
+	secSymbols = iota
+	secSeries
+	secGroups
+	secPostings
+	secLabels
+	numSections
+)
+
+var sectionNames = [numSections]string{"symbols", "series", "groups", "postings", "label index"}
+
+const (
+	indexHeaderLen = 5
+	indexTOCLen    = 8*numSections + 4
+)
+
+// seriesRef identifies a member of a group during index building.
+type seriesRef struct {
+	g, m int
+}
+
+// writeIndex writes the index file for groups.
+func writeIndex(path string, groups []groupRec, meta *Meta) error {
+	// Series ids in label order.
+	var refs []seriesRef
+	for g := range groups {
+		for m := range groups[g].members {
+			refs = append(refs, seriesRef{g, m})
+		}
+	}
+	lbl := func(r seriesRef) labels.Labels { return groups[r.g].members[r.m] }
+	slices.SortFunc(refs, func(a, b seriesRef) int { return labels.Compare(lbl(a), lbl(b)) })
+	seriesID := make([][]uint32, len(groups))
+	for g := range groups {
+		seriesID[g] = make([]uint32, len(groups[g].members))
+	}
+	for i, r := range refs {
+		if i > 0 && labels.Equal(lbl(r), lbl(refs[i-1])) {
+			return fmt.Errorf("%s: duplicate series %s", path, lbl(r))
+		}
+		seriesID[r.g][r.m] = uint32(i)
+	}
+	// Group ids in key order.
+	gorder := make([]int, len(groups))
+	for i := range gorder {
+		gorder[i] = i
+	}
+	slices.SortFunc(gorder, func(a, b int) int { return strings.Compare(groups[a].key, groups[b].key) })
+	groupID := make([]uint32, len(groups))
+	for i, g := range gorder {
+		if i > 0 && groups[g].key == groups[gorder[i-1]].key {
+			return fmt.Errorf("%s: duplicate group key %q", path, groups[g].key)
+		}
+		groupID[g] = uint32(i)
+	}
+
+	// Symbols and postings.
+	postings := map[string]map[string][]uint32{}
+	symSet := map[string]struct{}{}
+	for i, r := range refs {
+		lbl(r).Range(func(l labels.Label) {
+			symSet[l.Name], symSet[l.Value] = struct{}{}, struct{}{}
+			vs := postings[l.Name]
+			if vs == nil {
+				vs = map[string][]uint32{}
+				postings[l.Name] = vs
+			}
+			vs[l.Value] = append(vs[l.Value], uint32(i))
+		})
+	}
+	syms := make([]string, 0, len(symSet))
+	for s := range symSet {
+		syms = append(syms, s)
+	}
+	slices.Sort(syms)
+	symRef := make(map[string]uint64, len(syms))
+	var sec [numSections][]byte
+	b := binary.AppendUvarint(nil, uint64(len(syms)))
+	for _, s := range syms {
+		symRef[s] = uint64(len(b))
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	sec[secSymbols] = b
+
+	// Series: count, offset table, records.
+	recs := []byte{}
+	offs := make([]uint32, len(refs))
+	for i, r := range refs {
+		offs[i] = uint32(len(recs))
+		l := lbl(r)
+		recs = binary.AppendUvarint(recs, uint64(l.Len()))
+		l.Range(func(l labels.Label) {
+			recs = binary.AppendUvarint(recs, symRef[l.Name])
+			recs = binary.AppendUvarint(recs, symRef[l.Value])
+		})
+		recs = binary.AppendUvarint(recs, uint64(groupID[r.g]))
+		recs = binary.AppendUvarint(recs, uint64(r.m))
+		mts := groups[r.g].memberTables[r.m]
+		recs = binary.AppendUvarint(recs, uint64(len(mts)))
+		for _, mt := range mts {
+			recs = binary.AppendUvarint(recs, uint64(mt.table))
+			recs = binary.AppendUvarint(recs, uint64(mt.first))
+			recs = binary.AppendUvarint(recs, uint64(mt.last-mt.first))
+		}
+	}
+	sec[secSeries] = withOffsetTable(offs, recs)
+
+	// Groups: count, offset table, records.
+	recs = recs[:0:0]
+	offs = make([]uint32, len(groups))
+	for _, g := range gorder {
+		gr := &groups[g]
+		offs[groupID[g]] = uint32(len(recs))
+		recs = binary.AppendUvarint(recs, uint64(len(gr.key)))
+		recs = append(recs, gr.key...)
+		recs = binary.AppendUvarint(recs, uint64(len(gr.members)))
+		for _, id := range seriesID[g] {
+			recs = binary.AppendUvarint(recs, uint64(id))
+		}
+		recs = binary.AppendUvarint(recs, uint64(len(gr.tables)))
+		for _, cms := range gr.tables {
+			recs = binary.AppendUvarint(recs, uint64(len(cms)))
+			var prevOff uint64
+			for _, c := range cms {
+				recs = binary.AppendVarint(recs, c.minT)
+				recs = binary.AppendUvarint(recs, uint64(c.maxT-c.minT))
+				recs = binary.AppendUvarint(recs, c.off-prevOff)
+				prevOff = c.off
+			}
+		}
+	}
+	sec[secGroups] = withOffsetTable(offs, recs)
+
+	// Postings and the label index.
+	names := make([]string, 0, len(postings))
+	for n := range postings {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	var pb, lb, nb []byte
+	lb = make([]byte, 4) // offset of the names table, filled below
+	nb = binary.AppendUvarint(nb, uint64(len(names)))
+	for _, n := range names {
+		vals := make([]string, 0, len(postings[n]))
+		for v := range postings[n] {
+			vals = append(vals, v)
+		}
+		slices.Sort(vals)
+		nb = binary.AppendUvarint(nb, symRef[n])
+		nb = binary.AppendUvarint(nb, uint64(len(vals)))
+		nb = binary.AppendUvarint(nb, uint64(len(lb)))
+		for _, v := range vals {
+			lb = binary.BigEndian.AppendUint32(lb, uint32(symRef[v]))
+			lb = binary.BigEndian.AppendUint32(lb, uint32(len(pb)))
+			ids := postings[n][v]
+			pb = binary.AppendUvarint(pb, uint64(len(ids)))
+			prev := uint32(0)
+			for _, id := range ids {
+				pb = binary.AppendUvarint(pb, uint64(id-prev))
+				prev = id
+			}
+		}
+	}
+	binary.BigEndian.PutUint32(lb, uint32(len(lb)))
+	sec[secPostings] = pb
+	sec[secLabels] = append(lb, nb...)
+	for i, s := range sec {
+		if uint64(len(s)) > 1<<32-1 {
+			return fmt.Errorf("%s: %s section of %d bytes exceeds 4 GiB", path, sectionNames[i], len(s))
+		}
+	}
+
+	f, err := createFile(path)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	out := binary.BigEndian.AppendUint32(nil, indexMagic)
+	out = append(out, FormatVersion)
+	var toc []byte
+	for _, s := range sec {
+		toc = binary.BigEndian.AppendUint64(toc, f.off+uint64(len(out)))
+		out = binary.BigEndian.AppendUint32(out, uint32(len(s)))
+		out = append(out, s...)
+		out = binary.BigEndian.AppendUint32(out, crc32.Checksum(s, castagnoli))
+		if _, err := f.Write(out); err != nil {
+			f.f.Close()
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		out = out[:0]
+	}
+	toc = binary.BigEndian.AppendUint32(toc, crc32.Checksum(toc, castagnoli))
+	if _, err := f.Write(toc); err != nil {
+		f.f.Close()
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if err := f.finish(); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+// withOffsetTable returns count (uint32), the offsets (uint32 each, relative to the records' start) and the records.
+func withOffsetTable(offs []uint32, recs []byte) []byte {
+	b := make([]byte, 0, 4+4*len(offs)+len(recs))
+	b = binary.BigEndian.AppendUint32(b, uint32(len(offs)))
+	for _, o := range offs {
+		b = binary.BigEndian.AppendUint32(b, o)
+	}
+	return append(b, recs...)
+}

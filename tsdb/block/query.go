@@ -1,0 +1,389 @@
+package block
+
+import (
+	"encoding/binary"
+	"fmt"
+	"slices"
+
+	"github.com/prometheus/prometheus/model/labels"
+)
+
+// allPostings returns 0..NumSeries-1.
+func (b *Block) allPostings() []uint32 {
+	p := make([]uint32, b.nseries)
+	for i := range p {
+		p[i] = uint32(i)
+	}
+	return p
+}
+
+// Postings returns the sorted ids of the series matching all matchers, with
+// Prometheus semantics (a missing label matches as ""); no matchers select every series.
+func (b *Block) Postings(ms ...*labels.Matcher) ([]uint32, error) {
+	if len(ms) == 0 {
+		return b.allPostings(), nil
+	}
+	var res []uint32
+	for i, m := range ms {
+		p, err := b.matcherPostings(m)
+		if err != nil {
+			return nil, err
+		}
+		if i == 0 {
+			res = p
+		} else {
+			res = intersect(res, p)
+		}
+		if len(res) == 0 {
+			return []uint32{}, nil
+		}
+	}
+	return res, nil
+}
+
+// matcherPostings returns the series matching one matcher.
+func (b *Block) matcherPostings(m *labels.Matcher) ([]uint32, error) {
+	e, ok := b.findName(m.Name)
+	matchesEmpty := m.Matches("")
+	if !ok {
+		if matchesEmpty {
+			return b.allPostings(), nil
+		}
+		return []uint32{}, nil
+	}
+	// With matchesEmpty, select the values that do NOT match and take the complement.
+	want := !matchesEmpty
+	var exact []string
+	switch {
+	case m.Type == labels.MatchEqual && want, m.Type == labels.MatchNotEqual && !want:
+		exact = []string{m.Value}
+	case m.Type == labels.MatchRegexp && want, m.Type == labels.MatchNotRegexp && !want:
+		exact = m.SetMatches()
+	}
+	var p []uint32
+	var err error
+	if exact != nil {
+		for _, v := range exact {
+			off, found, ferr := b.findValue(e, v)
+			if ferr != nil {
+				return nil, ferr
+			}
+			if found {
+				if p, err = b.postingsAt(off, p); err != nil {
+					return nil, err
+				}
+			}
+		}
+	} else {
+		if ferr := b.forValues(e, func(v []byte, off uint32) bool {
+			if m.Matches(string(v)) == want {
+				p, err = b.postingsAt(off, p)
+			}
+			return err == nil
+		}); ferr != nil {
+			return nil, ferr
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	slices.Sort(p) // lists of different values of one name are disjoint
+	p = slices.Compact(p)
+	if want {
+		return p, nil
+	}
+	return complement(p, b.nseries), nil
+}
+
+// intersect returns the ids in both sorted lists, reusing a.
+func intersect(a, b []uint32) []uint32 {
+	out := a[:0]
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		switch {
+		case a[i] < b[j]:
+			i++
+		case a[i] > b[j]:
+			j++
+		default:
+			out = append(out, a[i])
+			i++
+			j++
+		}
+	}
+	return out
+}
+
+// complement returns the ids in [0, n) that are not in the sorted list p.
+func complement(p []uint32, n int) []uint32 {
+	out := make([]uint32, 0, n-len(p))
+	j := 0
+	for i := 0; i < n; i++ {
+		if j < len(p) && p[j] == uint32(i) {
+			j++
+			continue
+		}
+		out = append(out, uint32(i))
+	}
+	return out
+}
+
+// LabelNames returns the sorted label names of the series matching ms (all series without matchers).
+func (b *Block) LabelNames(ms ...*labels.Matcher) ([]string, error) {
+	if len(ms) == 0 {
+		out := make([]string, len(b.names))
+		for i, e := range b.names {
+			out[i] = e.name
+		}
+		return out, nil
+	}
+	ids, err := b.Postings(ms...)
+	if err != nil {
+		return nil, err
+	}
+	set := map[string]struct{}{}
+	for _, id := range ids {
+		l, err := b.Labels(id)
+		if err != nil {
+			return nil, err
+		}
+		l.Range(func(l labels.Label) { set[l.Name] = struct{}{} })
+	}
+	out := make([]string, 0, len(set))
+	for n := range set {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// LabelValues returns the sorted values of label name among the series matching ms (all series without matchers).
+func (b *Block) LabelValues(name string, ms ...*labels.Matcher) ([]string, error) {
+	e, ok := b.findName(name)
+	if !ok {
+		return []string{}, nil
+	}
+	if len(ms) == 0 {
+		out := make([]string, 0, len(e.values)/8)
+		err := b.forValues(e, func(v []byte, _ uint32) bool {
+			out = append(out, string(v))
+			return true
+		})
+		return out, err
+	}
+	ids, err := b.Postings(ms...)
+	if err != nil {
+		return nil, err
+	}
+	out := []string{}
+	var perr error
+	var p []uint32
+	if ferr := b.forValues(e, func(v []byte, off uint32) bool {
+		p, perr = b.postingsAt(off, p[:0])
+		if perr != nil {
+			return false
+		}
+		if intersects(p, ids) {
+			out = append(out, string(v))
+		}
+		return true
+	}); ferr != nil {
+		return nil, ferr
+	}
+	return out, perr
+}
+
+// intersects reports whether two sorted lists share an id.
+func intersects(a, b []uint32) bool {
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		switch {
+		case a[i] < b[j]:
+			i++
+		case a[i] > b[j]:
+			j++
+		default:
+			return true
+		}
+	}
+	return false
+}
+
+// ChunkStats returns the statistics of the series' column in each chunk overlapping [mint, maxt], ordered by MinT, read from chunk headers without decoding values.
+func (b *Block) ChunkStats(id uint32, mint, maxt int64) ([]ChunkStat, error) {
+	si, err := b.series(id, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	var out []ChunkStat
+	var cms []chunkMeta
+	for _, mt := range si.tables {
+		if cms, err = b.groupChunks(si.group, mt.table, mt.first, mt.last, cms[:0]); err != nil {
+			return nil, err
+		}
+		for _, cm := range cms {
+			if cm.maxT < mint || cm.minT > maxt {
+				continue
+			}
+			col, ok, err := b.memberColumn(cm.off, si.member, false)
+			if err != nil {
+				return nil, err
+			}
+			if !ok || col.maxT < mint || col.minT > maxt {
+				continue
+			}
+			out = append(out, ChunkStat{MinT: col.minT, MaxT: col.maxT, Count: col.count,
+				Min: col.min, Max: col.max, Sum: col.sum, First: col.first, Last: col.last})
+		}
+	}
+	slices.SortFunc(out, func(a, b ChunkStat) int {
+		switch {
+		case a.MinT < b.MinT:
+			return -1
+		case a.MinT > b.MinT:
+			return 1
+		}
+		return 0
+	})
+	return out, nil
+}
+
+// memberColumn parses the chunk at off and returns member's column in it.
+func (b *Block) memberColumn(off uint64, member int, verify bool) (colView, bool, error) {
+	body, _, err := b.chunkBody(off, verify)
+	if err != nil {
+		return colView{}, false, err
+	}
+	ch, err := parseChunk(body)
+	if err != nil {
+		return colView{}, false, fmt.Errorf("%s: chunk at %d: %w", b.chunksPath, off, err)
+	}
+	i := ch.find(member)
+	if i < 0 {
+		return colView{}, false, nil
+	}
+	col, err := ch.column(i)
+	if err != nil {
+		return colView{}, false, fmt.Errorf("%s: chunk at %d: %w", b.chunksPath, off, err)
+	}
+	return col, true, nil
+}
+
+// Inspect describes every group of the block: members, tables, and per column the encodings and sizes.
+func (b *Block) Inspect() (Inspection, error) {
+	var ins Inspection
+	for g := 0; g < b.ngroups; g++ {
+		key, members, tables, err := b.groupInfo(g)
+		if err != nil {
+			return ins, err
+		}
+		gi := GroupInspection{Key: key}
+		for _, id := range members {
+			l, err := b.Labels(id)
+			if err != nil {
+				return ins, err
+			}
+			gi.Members = append(gi.Members, l)
+		}
+		for _, cms := range tables {
+			var ti TableInspection
+			colIdx := map[int]int{}
+			for _, cm := range cms {
+				body, size, err := b.chunkBody(cm.off, false)
+				if err != nil {
+					return ins, err
+				}
+				ch, err := parseChunk(body)
+				if err != nil {
+					return ins, fmt.Errorf("%s: chunk at %d: %w", b.chunksPath, cm.off, err)
+				}
+				ti.Chunks++
+				ti.Rows += ch.rows
+				ti.Bytes += size
+				if ch.regular {
+					ti.Regular++
+					ti.TimestampBytes += binary.PutUvarint(make([]byte, 10), uint64(ch.step)) + 1
+				} else {
+					ti.TimestampBytes += len(ch.tsData)
+				}
+				for i := 0; i < ch.ncols; i++ {
+					col, err := ch.column(i)
+					if err != nil {
+						return ins, fmt.Errorf("%s: chunk at %d: %w", b.chunksPath, cm.off, err)
+					}
+					k, ok := colIdx[col.member]
+					if !ok {
+						k = len(ti.Columns)
+						colIdx[col.member] = k
+						ti.Columns = append(ti.Columns, ColumnInspection{Member: col.member, Encodings: map[string]int{}, Presence: map[string]int{}})
+					}
+					ci := &ti.Columns[k]
+					ci.Chunks++
+					ci.Samples += col.count
+					ci.Bytes += col.size + ch.wm + ch.wo
+					ci.Encodings[encName(col.enc)]++
+					ci.Presence[presNames[col.presence]]++
+				}
+			}
+			slices.SortFunc(ti.Columns, func(a, b ColumnInspection) int { return a.Member - b.Member })
+			gi.Tables = append(gi.Tables, ti)
+		}
+		ins.Groups = append(ins.Groups, gi)
+	}
+	return ins, nil
+}
+
+// Verify checks every checksum of the block (index sections and TOC, chunks TOC, every chunk), parses every chunk header and checks that the index references only existing chunks.
+func (b *Block) Verify() error {
+	saved := b.opts.skipIndexCRC
+	b.opts.skipIndexCRC = false
+	err := b.openIndex()
+	b.opts.skipIndexCRC = saved
+	if err != nil {
+		return fmt.Errorf("verify: %s: %w", b.indexPath, err)
+	}
+	if err := b.openChunks(); err != nil {
+		return fmt.Errorf("verify: %s: %w", b.chunksPath, err)
+	}
+	offs := map[uint64]bool{}
+	end := uint64(len(b.chunks) - 20)
+	for off := uint64(8); off < end; {
+		body, size, err := b.chunkBody(off, true)
+		if err != nil {
+			return fmt.Errorf("verify: %w", err)
+		}
+		ch, err := parseChunk(body)
+		if err == nil {
+			for i := 0; i < ch.ncols && err == nil; i++ {
+				_, err = ch.column(i)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("verify: %s: chunk at %d: %w", b.chunksPath, off, err)
+		}
+		offs[off] = true
+		off += uint64(size)
+	}
+	if n := binary.BigEndian.Uint64(b.chunks[len(b.chunks)-12:]); n != uint64(len(offs)) {
+		return fmt.Errorf("verify: %s: TOC counts %d chunks, file holds %d: %w", b.chunksPath, n, len(offs), ErrCorrupt)
+	}
+	for g := 0; g < b.ngroups; g++ {
+		_, _, tables, err := b.groupInfo(g)
+		if err != nil {
+			return fmt.Errorf("verify: %w", err)
+		}
+		for _, cms := range tables {
+			for _, cm := range cms {
+				if !offs[cm.off] {
+					return fmt.Errorf("verify: %s: group %d references no chunk at %d: %w", b.indexPath, g, cm.off, ErrCorrupt)
+				}
+			}
+		}
+	}
+	for id := 0; id < b.nseries; id++ {
+		if _, err := b.Labels(uint32(id)); err != nil {
+			return fmt.Errorf("verify: %w", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,490 @@
+package block
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/prometheus/prometheus/model/labels"
+)
+
+// OpenOptions configures OpenWithOptions.
+type OpenOptions struct {
+	// VerifyChunksOnRead makes iterators check each chunk's CRC before decoding it.
+	// Off by default: a chunk of a wide group is shared by many series, and Verify checks every chunk.
+	VerifyChunksOnRead bool
+
+	skipIndexCRC bool // fuzz tests: exercise the parsers on data whose checksums do not match
+}
+
+// Block is an open, immutable block; it is safe for concurrent use until Close.
+type Block struct {
+	dir        string
+	meta       Meta
+	opts       OpenOptions
+	indexPath  string
+	chunksPath string
+	index      []byte // mmapped index file
+	chunks     []byte // mmapped chunks file
+	sec        [numSections][]byte
+	nseries    int
+	ngroups    int
+	names      []nameEntry
+}
+
+// nameEntry is one label name of the label index.
+type nameEntry struct {
+	name   string
+	values []byte // nvalues × (value symbol ref uint32, postings offset uint32)
+}
+
+// Open opens the block in dir; see OpenWithOptions.
+func Open(dir string) (*Block, error) { return OpenWithOptions(dir, OpenOptions{}) }
+
+// OpenWithOptions maps the block's files and validates meta.json, the files' headers and TOCs and the index checksums; chunks are decoded lazily.
+func OpenWithOptions(dir string, opts OpenOptions) (_ *Block, err error) {
+	b := &Block{dir: dir, opts: opts, indexPath: filepath.Join(dir, IndexFilename), chunksPath: filepath.Join(dir, ChunksFilename)}
+	metaPath := filepath.Join(dir, MetaFilename)
+	mb, err := os.ReadFile(metaPath)
+	if err != nil {
+		return nil, fmt.Errorf("open block: %w", err)
+	}
+	if err := json.Unmarshal(mb, &b.meta); err != nil {
+		return nil, fmt.Errorf("open block: %s: %w", metaPath, err)
+	}
+	if b.meta.Version != FormatVersion {
+		return nil, fmt.Errorf("open block: %s: unsupported version %d", metaPath, b.meta.Version)
+	}
+	defer func() {
+		if err != nil {
+			b.Close()
+		}
+	}()
+	if b.index, err = mmapFile(b.indexPath); err != nil {
+		return nil, fmt.Errorf("open block: %w", err)
+	}
+	if b.chunks, err = mmapFile(b.chunksPath); err != nil {
+		return nil, fmt.Errorf("open block: %w", err)
+	}
+	if err := b.openIndex(); err != nil {
+		return nil, fmt.Errorf("open block: %s: %w", b.indexPath, err)
+	}
+	if err := b.openChunks(); err != nil {
+		return nil, fmt.Errorf("open block: %s: %w", b.chunksPath, err)
+	}
+	return b, nil
+}
+
+// OpenIndexBytes parses an index file held in memory, for fuzzing and tools; chunk access is unavailable.
+func openIndexBytes(data []byte, skipCRC bool) (*Block, error) {
+	b := &Block{indexPath: "index", chunksPath: "chunks", index: data, opts: OpenOptions{skipIndexCRC: skipCRC}}
+	if err := b.openIndex(); err != nil {
+		return nil, fmt.Errorf("index: %w", err)
+	}
+	return b, nil
+}
+
+func mmapFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if st.Size() == 0 || st.Size() != int64(int(st.Size())) {
+		return nil, fmt.Errorf("%s: bad size %d: %w", path, st.Size(), ErrCorrupt)
+	}
+	b, err := syscall.Mmap(int(f.Fd()), 0, int(st.Size()), syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("mmap %s: %w", path, err)
+	}
+	return b, nil
+}
+
+func (b *Block) openIndex() error {
+	x := b.index
+	if len(x) < indexHeaderLen+indexTOCLen {
+		return fmt.Errorf("file of %d bytes too short: %w", len(x), ErrCorrupt)
+	}
+	if m := binary.BigEndian.Uint32(x); m != indexMagic {
+		return fmt.Errorf("bad magic %#x: %w", m, ErrCorrupt)
+	}
+	if x[4] != FormatVersion {
+		return fmt.Errorf("unsupported version %d: %w", x[4], ErrCorrupt)
+	}
+	toc := x[len(x)-indexTOCLen:]
+	if crc := crc32.Checksum(toc[:indexTOCLen-4], castagnoli); crc != binary.BigEndian.Uint32(toc[indexTOCLen-4:]) && !b.opts.skipIndexCRC {
+		return fmt.Errorf("TOC checksum mismatch: %w", ErrCorrupt)
+	}
+	end := uint64(len(x) - indexTOCLen)
+	for i := range numSections {
+		off := binary.BigEndian.Uint64(toc[8*i:])
+		if off < indexHeaderLen || off > end || end-off < 8 {
+			return fmt.Errorf("%s section offset %d out of range: %w", sectionNames[i], off, ErrCorrupt)
+		}
+		n := uint64(binary.BigEndian.Uint32(x[off:]))
+		if n > end-off-8 {
+			return fmt.Errorf("%s section length %d out of range: %w", sectionNames[i], n, ErrCorrupt)
+		}
+		s := x[off+4 : off+4+n]
+		if crc := crc32.Checksum(s, castagnoli); crc != binary.BigEndian.Uint32(x[off+4+n:]) && !b.opts.skipIndexCRC {
+			return fmt.Errorf("%s section checksum mismatch: %w", sectionNames[i], ErrCorrupt)
+		}
+		b.sec[i] = s
+	}
+	var err error
+	if b.nseries, err = tableCount(b.sec[secSeries]); err != nil {
+		return fmt.Errorf("series section: %w", err)
+	}
+	if b.ngroups, err = tableCount(b.sec[secGroups]); err != nil {
+		return fmt.Errorf("groups section: %w", err)
+	}
+	li := b.sec[secLabels]
+	if len(li) < 4 {
+		return fmt.Errorf("label index too short: %w", ErrCorrupt)
+	}
+	no := binary.BigEndian.Uint32(li)
+	if no < 4 || uint64(no) > uint64(len(li)) {
+		return fmt.Errorf("label index names offset %d: %w", no, ErrCorrupt)
+	}
+	d := decbuf{b: li[no:]}
+	n := d.uvarintInt(len(li))
+	b.names = make([]nameEntry, 0, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		ref := d.uvarint()
+		nv := d.uvarintInt(len(li) / 8)
+		vo := d.uvarintInt(len(li))
+		if d.err != nil {
+			break
+		}
+		name, err := b.symbol(ref)
+		if err != nil {
+			return fmt.Errorf("label name %d: %w", i, err)
+		}
+		if vo+8*nv > int(no) || vo < 4 {
+			return fmt.Errorf("label %q values table out of range: %w", name, ErrCorrupt)
+		}
+		if i > 0 && name <= b.names[i-1].name {
+			return fmt.Errorf("label names out of order: %w", ErrCorrupt)
+		}
+		b.names = append(b.names, nameEntry{name: name, values: li[vo : vo+8*nv]})
+	}
+	if d.err != nil {
+		return fmt.Errorf("label index: %w: %w", d.err, ErrCorrupt)
+	}
+	return nil
+}
+
+// tableCount validates the count and offset table of the series or groups section.
+func tableCount(s []byte) (int, error) {
+	if len(s) < 4 {
+		return 0, fmt.Errorf("too short: %w", ErrCorrupt)
+	}
+	n := uint64(binary.BigEndian.Uint32(s))
+	if 4+4*n > uint64(len(s)) {
+		return 0, fmt.Errorf("count %d exceeds section: %w", n, ErrCorrupt)
+	}
+	return int(n), nil
+}
+
+func (b *Block) openChunks() error {
+	c := b.chunks
+	if len(c) < 8+20 {
+		return fmt.Errorf("file of %d bytes too short: %w", len(c), ErrCorrupt)
+	}
+	if m := binary.BigEndian.Uint32(c); m != chunksMagic {
+		return fmt.Errorf("bad magic %#x: %w", m, ErrCorrupt)
+	}
+	if c[4] != FormatVersion || c[5]|c[6]|c[7] != 0 {
+		return fmt.Errorf("unsupported version %d or flags %x: %w", c[4], c[5:8], ErrCorrupt)
+	}
+	toc := c[len(c)-20:]
+	if crc32.Checksum(toc[:16], castagnoli) != binary.BigEndian.Uint32(toc[16:]) {
+		return fmt.Errorf("TOC checksum mismatch: %w", ErrCorrupt)
+	}
+	if end := binary.BigEndian.Uint64(toc); end != uint64(len(c)-20) {
+		return fmt.Errorf("TOC says chunks end at %d, file has %d bytes: %w", end, len(c), ErrCorrupt)
+	}
+	return nil
+}
+
+// Meta returns the block's meta.json content.
+func (b *Block) Meta() Meta { return b.meta }
+
+// Dir returns the block's directory.
+func (b *Block) Dir() string { return b.dir }
+
+// Close unmaps the block's files; iterators must not be used afterwards.
+func (b *Block) Close() error {
+	var err error
+	for _, m := range []*[]byte{&b.index, &b.chunks} {
+		if *m != nil {
+			if e := syscall.Munmap(*m); e != nil && err == nil {
+				err = fmt.Errorf("close block %s: %w", b.dir, e)
+			}
+			*m = nil
+		}
+	}
+	return err
+}
+
+// symbolBytes returns the symbol at ref, aliasing the index.
+func (b *Block) symbolBytes(ref uint64) ([]byte, error) {
+	s := b.sec[secSymbols]
+	if ref >= uint64(len(s)) {
+		return nil, fmt.Errorf("symbol ref %d out of range: %w", ref, ErrCorrupt)
+	}
+	d := decbuf{b: s[ref:]}
+	v := d.bytes(d.uvarintInt(len(s)))
+	if d.err != nil {
+		return nil, fmt.Errorf("symbol %d: %w: %w", ref, d.err, ErrCorrupt)
+	}
+	return v, nil
+}
+
+func (b *Block) symbol(ref uint64) (string, error) {
+	v, err := b.symbolBytes(ref)
+	return string(v), err
+}
+
+// record returns the i-th record of the series or groups section.
+func record(s []byte, n, i int) ([]byte, error) {
+	if i < 0 || i >= n {
+		return nil, fmt.Errorf("record %d of %d: %w", i, n, ErrCorrupt)
+	}
+	o := uint64(4+4*n) + uint64(binary.BigEndian.Uint32(s[4+4*i:]))
+	if o >= uint64(len(s)) {
+		return nil, fmt.Errorf("record %d offset out of range: %w", i, ErrCorrupt)
+	}
+	return s[o:], nil
+}
+
+// seriesInfo is a decoded series record (without labels).
+type seriesInfo struct {
+	group, member int
+	tables        []memberTable
+}
+
+// series decodes series id's record; labels are appended to lb when it is non-nil.
+func (b *Block) series(id uint32, lb *labels.ScratchBuilder, tables []memberTable) (seriesInfo, error) {
+	si := seriesInfo{tables: tables[:0]}
+	rec, err := record(b.sec[secSeries], b.nseries, int(id))
+	if err != nil {
+		return si, fmt.Errorf("%s: series %d: %w", b.indexPath, id, err)
+	}
+	d := decbuf{b: rec}
+	nl := d.uvarintInt(len(rec))
+	for i := 0; i < nl && d.err == nil; i++ {
+		nr, vr := d.uvarint(), d.uvarint()
+		if lb != nil && d.err == nil {
+			n, err := b.symbol(nr)
+			if err != nil {
+				return si, fmt.Errorf("%s: series %d: %w", b.indexPath, id, err)
+			}
+			v, err := b.symbol(vr)
+			if err != nil {
+				return si, fmt.Errorf("%s: series %d: %w", b.indexPath, id, err)
+			}
+			lb.Add(n, v)
+		}
+	}
+	si.group = d.uvarintInt(b.ngroups - 1)
+	si.member = d.uvarintInt(len(b.sec[secSeries]))
+	nt := d.uvarintInt(len(rec))
+	for i := 0; i < nt && d.err == nil; i++ {
+		t := d.uvarintInt(len(b.sec[secGroups]))
+		f := d.uvarintInt(len(b.sec[secGroups]))
+		l := d.uvarintInt(len(b.sec[secGroups]))
+		si.tables = append(si.tables, memberTable{table: t, first: f, last: f + l})
+	}
+	if d.err != nil {
+		return si, fmt.Errorf("%s: series %d: %w: %w", b.indexPath, id, d.err, ErrCorrupt)
+	}
+	return si, nil
+}
+
+// groupChunks appends the chunks [first, last] of table t of group g to dst.
+func (b *Block) groupChunks(g, t, first, last int, dst []chunkMeta) ([]chunkMeta, error) {
+	rec, err := record(b.sec[secGroups], b.ngroups, g)
+	if err != nil {
+		return dst, fmt.Errorf("%s: group %d: %w", b.indexPath, g, err)
+	}
+	d := decbuf{b: rec}
+	d.bytes(d.uvarintInt(len(rec)))
+	nm := d.uvarintInt(len(rec))
+	for i := 0; i < nm; i++ {
+		d.uvarint()
+	}
+	nt := d.uvarintInt(len(rec))
+	if d.err == nil && t >= nt {
+		return dst, fmt.Errorf("%s: group %d: table %d of %d: %w", b.indexPath, g, t, nt, ErrCorrupt)
+	}
+	for ti := 0; ti <= t && d.err == nil; ti++ {
+		nc := d.uvarintInt(len(rec))
+		var off uint64
+		for ci := 0; ci < nc && d.err == nil; ci++ {
+			minT := d.varint()
+			span := d.uvarint()
+			off += d.uvarint()
+			if ti == t && ci >= first && ci <= last {
+				dst = append(dst, chunkMeta{minT: minT, maxT: minT + int64(span), off: off})
+			}
+		}
+	}
+	if d.err != nil {
+		return dst, fmt.Errorf("%s: group %d: %w: %w", b.indexPath, g, d.err, ErrCorrupt)
+	}
+	return dst, nil
+}
+
+// groupInfo decodes group g's key, member series ids and table count.
+func (b *Block) groupInfo(g int) (key string, members []uint32, tables [][]chunkMeta, err error) {
+	rec, err := record(b.sec[secGroups], b.ngroups, g)
+	if err != nil {
+		return "", nil, nil, fmt.Errorf("%s: group %d: %w", b.indexPath, g, err)
+	}
+	d := decbuf{b: rec}
+	key = string(d.bytes(d.uvarintInt(len(rec))))
+	nm := d.uvarintInt(len(rec))
+	for i := 0; i < nm && d.err == nil; i++ {
+		members = append(members, uint32(d.uvarintInt(b.nseries-1)))
+	}
+	nt := d.uvarintInt(len(rec))
+	for ti := 0; ti < nt && d.err == nil; ti++ {
+		nc := d.uvarintInt(len(rec))
+		var cms []chunkMeta
+		var off uint64
+		for ci := 0; ci < nc && d.err == nil; ci++ {
+			minT := d.varint()
+			span := d.uvarint()
+			off += d.uvarint()
+			cms = append(cms, chunkMeta{minT: minT, maxT: minT + int64(span), off: off})
+		}
+		tables = append(tables, cms)
+	}
+	if d.err != nil {
+		return "", nil, nil, fmt.Errorf("%s: group %d: %w: %w", b.indexPath, g, d.err, ErrCorrupt)
+	}
+	return key, members, tables, nil
+}
+
+// chunkBody returns the body of the chunk at off, checking its CRC if verify is set.
+func (b *Block) chunkBody(off uint64, verify bool) ([]byte, int, error) {
+	c := b.chunks
+	if len(c) < 28 {
+		return nil, 0, fmt.Errorf("%s: no chunk data: %w", b.chunksPath, ErrCorrupt)
+	}
+	end := uint64(len(c)) - 20
+	if off < 8 || off >= end {
+		return nil, 0, fmt.Errorf("%s: chunk offset %d out of range: %w", b.chunksPath, off, ErrCorrupt)
+	}
+	n, k := binary.Uvarint(c[off:end])
+	if k <= 0 || n > end-off-uint64(k) || end-off-uint64(k)-n < 4 {
+		return nil, 0, fmt.Errorf("%s: chunk at %d: bad length: %w", b.chunksPath, off, ErrCorrupt)
+	}
+	body := c[off+uint64(k) : off+uint64(k)+n]
+	if verify {
+		if crc32.Checksum(body, castagnoli) != binary.BigEndian.Uint32(c[off+uint64(k)+n:]) {
+			return nil, 0, fmt.Errorf("%s: chunk at %d: checksum mismatch: %w", b.chunksPath, off, ErrCorrupt)
+		}
+	}
+	return body, k + int(n) + 4, nil
+}
+
+// Labels returns the labels of series id.
+func (b *Block) Labels(id uint32) (labels.Labels, error) {
+	var lb labels.ScratchBuilder
+	if _, err := b.series(id, &lb, nil); err != nil {
+		return labels.EmptyLabels(), err
+	}
+	return lb.Labels(), nil
+}
+
+// NumSeries returns the number of series in the block's index.
+func (b *Block) NumSeries() int { return b.nseries }
+
+// findName returns the label index entry of name.
+func (b *Block) findName(name string) (*nameEntry, bool) {
+	i, ok := slices.BinarySearchFunc(b.names, name, func(e nameEntry, n string) int { return strings.Compare(e.name, n) })
+	if !ok {
+		return nil, false
+	}
+	return &b.names[i], true
+}
+
+// forValues calls fn for each value of a label name in order; fn returns false to stop.
+func (b *Block) forValues(e *nameEntry, fn func(v []byte, postingsOff uint32) bool) error {
+	for i := 0; i+8 <= len(e.values); i += 8 {
+		v, err := b.symbolBytes(uint64(binary.BigEndian.Uint32(e.values[i:])))
+		if err != nil {
+			return fmt.Errorf("%s: label %q: %w", b.indexPath, e.name, err)
+		}
+		if !fn(v, binary.BigEndian.Uint32(e.values[i+4:])) {
+			break
+		}
+	}
+	return nil
+}
+
+// findValue returns the postings offset of name=value.
+func (b *Block) findValue(e *nameEntry, value string) (uint32, bool, error) {
+	n := len(e.values) / 8
+	lo, hi := 0, n
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		v, e2 := b.symbolBytes(uint64(binary.BigEndian.Uint32(e.values[8*m:])))
+		if e2 != nil {
+			return 0, false, fmt.Errorf("%s: label %q: %w", b.indexPath, e.name, e2)
+		}
+		if string(v) < value {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo < n {
+		v, e2 := b.symbolBytes(uint64(binary.BigEndian.Uint32(e.values[8*lo:])))
+		if e2 != nil {
+			return 0, false, fmt.Errorf("%s: label %q: %w", b.indexPath, e.name, e2)
+		}
+		if string(v) == value {
+			return binary.BigEndian.Uint32(e.values[8*lo+4:]), true, nil
+		}
+	}
+	return 0, false, nil
+}
+
+// postingsAt decodes the postings list at off, appending to dst.
+func (b *Block) postingsAt(off uint32, dst []uint32) ([]uint32, error) {
+	p := b.sec[secPostings]
+	if uint64(off) >= uint64(len(p)) {
+		return dst, fmt.Errorf("%s: postings offset %d out of range: %w", b.indexPath, off, ErrCorrupt)
+	}
+	d := decbuf{b: p[off:]}
+	n := d.uvarintInt(b.nseries)
+	var id uint64
+	for i := 0; i < n && d.err == nil; i++ {
+		delta := d.uvarint()
+		if i > 0 && delta == 0 {
+			return dst, fmt.Errorf("%s: postings at %d not increasing: %w", b.indexPath, off, ErrCorrupt)
+		}
+		id += delta
+		if id >= uint64(b.nseries) {
+			return dst, fmt.Errorf("%s: postings at %d: series %d out of range: %w", b.indexPath, off, id, ErrCorrupt)
+		}
+		dst = append(dst, uint32(id))
+	}
+	if d.err != nil {
+		return dst, fmt.Errorf("%s: postings at %d: %w: %w", b.indexPath, off, d.err, ErrCorrupt)
+	}
+	return dst, nil
+}

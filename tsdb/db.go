@@ -1,0 +1,446 @@
+package tsdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/storage"
+	promtsdb "github.com/prometheus/prometheus/tsdb"
+
+	"github.com/tandem-tsdb/tandem/tsdb/block"
+)
+
+// DBOptions configure a DB: the head's options plus block management.
+type DBOptions struct {
+	Head Options
+	// RetentionTime deletes blocks whose data is entirely older than the
+	// newest sample minus this (0 keeps everything).
+	RetentionTime time.Duration
+	// RetentionSize deletes the oldest blocks while blocks take more bytes (0 = no limit).
+	RetentionSize int64
+}
+
+// DB is tandem's storage: the multivariate head (with its WAL) and the
+// immutable blocks the head is flushed into. It implements storage.Storage.
+type DB struct {
+	dir    string
+	opts   DBOptions
+	logger *slog.Logger
+	head   *Head
+
+	mu     sync.RWMutex
+	blocks []*dbBlock // sorted by MinTime
+
+	maintMu sync.Mutex // one flush/compaction/retention at a time
+	metrics *dbMetrics
+}
+
+// dbBlock is an open block with a count of the queriers using it, so that
+// compaction and retention close it only once nobody reads it.
+type dbBlock struct {
+	*block.Block
+	dir  string
+	refs sync.WaitGroup
+}
+
+func (b *dbBlock) release() { b.refs.Done() }
+
+type dbMetrics struct {
+	flushes, flushFailures prometheus.Counter
+	flushDuration          prometheus.Histogram
+	blocksDeleted          prometheus.Counter
+}
+
+// OpenDB opens the storage in dir: blocks first (unreadable ones are moved to
+// dir/quarantine), then the head, replaying its WAL from the end of the blocks.
+func OpenDB(dir string, opts DBOptions) (*DB, error) {
+	if opts.Head.Logger == nil {
+		opts.Head.Logger = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create data directory: %w", err)
+	}
+	db := &DB{dir: dir, opts: opts, logger: opts.Head.Logger}
+	if err := block.CleanupTmp(dir); err != nil {
+		return nil, fmt.Errorf("remove incomplete blocks: %w", err)
+	}
+	if err := db.openBlocks(); err != nil {
+		return nil, err
+	}
+	hopts := opts.Head
+	hopts.MinValidTime = db.blocksMaxTime()
+	h, err := Open(dir, hopts)
+	if err != nil {
+		db.closeBlocks()
+		return nil, err
+	}
+	db.head = h
+	db.metrics = newDBMetrics(db, opts.Head.Registerer)
+	return db, nil
+}
+
+func newDBMetrics(db *DB, reg prometheus.Registerer) *dbMetrics {
+	m := &dbMetrics{
+		flushes:       prometheus.NewCounter(prometheus.CounterOpts{Name: "tandem_head_flushes_total", Help: "Head ranges written as blocks."}),
+		flushFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "tandem_head_flush_failures_total", Help: "Failed head flushes."}),
+		flushDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tandem_head_flush_duration_seconds", Help: "Time to write a head range as a block, truncate the head and checkpoint the WAL.", Buckets: prometheus.ExponentialBuckets(0.01, 3, 10)}),
+		blocksDeleted: prometheus.NewCounter(prometheus.CounterOpts{Name: "tandem_blocks_deleted_total", Help: "Blocks deleted by retention or replaced by compaction."}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.flushes, m.flushFailures, m.flushDuration, m.blocksDeleted,
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tandem_blocks", Help: "Blocks on disk."}, func() float64 {
+				db.mu.RLock()
+				defer db.mu.RUnlock()
+				return float64(len(db.blocks))
+			}),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tandem_blocks_bytes", Help: "Bytes of the blocks on disk."}, func() float64 {
+				return float64(db.blocksSize())
+			}),
+		)
+	}
+	return m
+}
+
+func (db *DB) openBlocks() error {
+	entries, err := os.ReadDir(db.dir)
+	if err != nil {
+		return fmt.Errorf("list %s: %w", db.dir, err)
+	}
+	for _, e := range entries {
+		if !e.IsDir() || !isBlockDir(e.Name()) {
+			continue
+		}
+		p := filepath.Join(db.dir, e.Name())
+		b, err := block.Open(p)
+		if err != nil {
+			db.logger.Error("block is unreadable: moving it to quarantine", "block", p, "err", err)
+			if qerr := db.quarantine(p); qerr != nil {
+				return fmt.Errorf("quarantine %s: %w (after: %v)", p, qerr, err)
+			}
+			continue
+		}
+		db.blocks = append(db.blocks, &dbBlock{Block: b, dir: p})
+	}
+	db.sortBlocks()
+	return nil
+}
+
+// isBlockDir reports whether a directory name is a block's (a ULID).
+func isBlockDir(name string) bool {
+	_, err := ulid.ParseStrict(name)
+	return err == nil
+}
+
+func (db *DB) quarantine(p string) error {
+	q := filepath.Join(db.dir, "quarantine")
+	if err := os.MkdirAll(q, 0o755); err != nil {
+		return err
+	}
+	return os.Rename(p, filepath.Join(q, filepath.Base(p)))
+}
+
+func (db *DB) sortBlocks() {
+	slices.SortFunc(db.blocks, func(a, b *dbBlock) int {
+		switch {
+		case a.Meta().MinTime < b.Meta().MinTime:
+			return -1
+		case a.Meta().MinTime > b.Meta().MinTime:
+			return 1
+		}
+		return 0
+	})
+}
+
+// blocksMaxTime returns the end of the newest block (MinInt64 without blocks).
+func (db *DB) blocksMaxTime() int64 {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	m := int64(math.MinInt64)
+	for _, b := range db.blocks {
+		m = max(m, b.Meta().MaxTime)
+	}
+	return m
+}
+
+func (db *DB) blocksSize() int64 {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	var n int64
+	for _, b := range db.blocks {
+		n += dirSize(b.dir)
+	}
+	return n
+}
+
+func dirSize(dir string) int64 {
+	var n int64
+	filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// Head returns the in-memory head.
+func (db *DB) Head() *Head { return db.head }
+
+// Ready reports whether start-up (WAL replay) has finished.
+func (db *DB) Ready() bool { return db != nil && db.head.Ready() }
+
+// Blocks returns the metas of the blocks, oldest first.
+func (db *DB) Blocks() []block.Meta {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	out := make([]block.Meta, len(db.blocks))
+	for i, b := range db.blocks {
+		out[i] = b.Meta()
+	}
+	return out
+}
+
+// AppendBatch writes a batch to the head (see Head.AppendBatch).
+func (db *DB) AppendBatch(ctx context.Context, b *Batch) (AppendResult, error) {
+	return db.head.AppendBatch(ctx, b)
+}
+
+// Appender implements storage.Appendable through the head.
+func (db *DB) Appender(ctx context.Context) storage.Appender { return db.head.Appender(ctx) }
+
+// AppenderV2 implements storage.AppendableV2 through the head.
+func (db *DB) AppenderV2(ctx context.Context) storage.AppenderV2 { return db.head.AppenderV2(ctx) }
+
+// MetricMetadata returns metric metadata (see Head.MetricMetadata).
+func (db *DB) MetricMetadata(metric string, limit, limitPerMetric int) map[string][]Metadata {
+	return db.head.MetricMetadata(metric, limit, limitPerMetric)
+}
+
+// Stats returns the head's statistics in Prometheus's format.
+func (db *DB) Stats(statsByLabelName string, limit int) (*promtsdb.Stats, error) {
+	return db.head.Stats(statsByLabelName, limit)
+}
+
+// StartTime returns the oldest timestamp stored.
+func (db *DB) StartTime() (int64, error) {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	if len(db.blocks) > 0 {
+		return db.blocks[0].Meta().MinTime, nil
+	}
+	return db.head.StartTime()
+}
+
+// acquire returns the blocks overlapping [mint, maxt], each referenced once.
+func (db *DB) acquire(mint, maxt int64) []*dbBlock {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	var out []*dbBlock
+	for _, b := range db.blocks {
+		m := b.Meta()
+		if m.MinTime <= maxt && m.MaxTime > mint {
+			b.refs.Add(1)
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// Querier returns a storage.Querier over blocks and head for [mint, maxt].
+// Series present in several of them are merged in time order, identical
+// timestamps once (a flush in progress may briefly hold a range in both).
+func (db *DB) Querier(mint, maxt int64) (storage.Querier, error) {
+	bs := db.acquire(mint, maxt)
+	qs := make([]storage.Querier, 0, len(bs)+1)
+	for _, b := range bs {
+		qs = append(qs, &blockQuerier{b: b, mint: mint, maxt: maxt})
+	}
+	hq, err := db.head.Querier(mint, maxt)
+	if err != nil {
+		for _, q := range qs {
+			q.Close()
+		}
+		return nil, err
+	}
+	if len(qs) == 0 {
+		return hq, nil
+	}
+	qs = append(qs, hq)
+	return storage.NewMergeQuerier(qs, nil, storage.ChainedSeriesMerge), nil
+}
+
+// ChunkQuerier returns a storage.ChunkQuerier over blocks and head.
+func (db *DB) ChunkQuerier(mint, maxt int64) (storage.ChunkQuerier, error) {
+	q, err := db.Querier(mint, maxt)
+	if err != nil {
+		return nil, err
+	}
+	return &mergedChunkQuerier{q}, nil
+}
+
+type mergedChunkQuerier struct{ storage.Querier }
+
+func (q *mergedChunkQuerier) Select(ctx context.Context, sortSeries bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.ChunkSeriesSet {
+	return storage.NewSeriesSetToChunkSet(q.Querier.Select(ctx, sortSeries, hints, ms...))
+}
+
+// Flush writes the head's oldest block ranges as blocks while the head spans
+// more than one and a half block ranges, then truncates the head and
+// checkpoints the WAL. With all, every range is flushed, the newest too, and
+// the head ends empty (later samples before the end of that range are then
+// refused as too old): for tests and shutdown-time snapshots.
+func (db *DB) Flush(all bool) error {
+	db.maintMu.Lock()
+	defer db.maintMu.Unlock()
+	rng := db.opts.Head.BlockRange.Milliseconds()
+	if rng <= 0 {
+		rng = DefaultOptions().BlockRange.Milliseconds()
+	}
+	flushed := false
+	for {
+		hmin, hmax := db.head.minT.Load(), db.head.maxT.Load()
+		if hmin > hmax {
+			break
+		}
+		mint := hmin - ((hmin%rng)+rng)%rng
+		maxt := mint + rng
+		if !all && hmax-mint < rng+rng/2 {
+			break
+		}
+		start := time.Now()
+		if err := db.flushRange(mint, maxt); err != nil {
+			db.metrics.flushFailures.Inc()
+			return err
+		}
+		db.metrics.flushes.Inc()
+		db.metrics.flushDuration.Observe(time.Since(start).Seconds())
+		flushed = true
+	}
+	if flushed {
+		if err := db.head.Checkpoint(db.head.minValid.Load()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (db *DB) flushRange(mint, maxt int64) error {
+	meta, err := block.Write(db.dir, mint, maxt, func(yield func(*block.Group) error) error {
+		return db.head.ExportRange(mint, maxt, yield)
+	}, block.WriteOptions{})
+	if err != nil {
+		return fmt.Errorf("flush [%d, %d): %w", mint, maxt, err)
+	}
+	if meta.Stats.NumSamples > 0 {
+		p := filepath.Join(db.dir, meta.ULID)
+		b, err := block.Open(p)
+		if err != nil {
+			return fmt.Errorf("open flushed block %s: %w", p, err)
+		}
+		db.mu.Lock()
+		db.blocks = append(db.blocks, &dbBlock{Block: b, dir: p})
+		db.sortBlocks()
+		db.mu.Unlock()
+		db.logger.Info("head range flushed to a block", "block", meta.ULID, "mint", mint, "maxt", maxt,
+			"samples", meta.Stats.NumSamples, "series", meta.Stats.NumSeries, "groups", meta.Stats.NumGroups)
+	}
+	db.head.Truncate(maxt)
+	return nil
+}
+
+// ApplyRetention deletes blocks beyond the retention time and size.
+func (db *DB) ApplyRetention() error {
+	db.maintMu.Lock()
+	defer db.maintMu.Unlock()
+	var drop []*dbBlock
+	db.mu.Lock()
+	if rt := db.opts.RetentionTime.Milliseconds(); rt > 0 {
+		newest := max(db.head.maxT.Load(), db.blocksMaxTimeLocked())
+		keep := db.blocks[:0]
+		for _, b := range db.blocks {
+			if b.Meta().MaxTime <= newest-rt {
+				drop = append(drop, b)
+			} else {
+				keep = append(keep, b)
+			}
+		}
+		db.blocks = keep
+	}
+	if rs := db.opts.RetentionSize; rs > 0 {
+		var total int64
+		sizes := make([]int64, len(db.blocks))
+		for i, b := range db.blocks {
+			sizes[i] = dirSize(b.dir)
+			total += sizes[i]
+		}
+		i := 0
+		for total > rs && i < len(db.blocks) {
+			drop = append(drop, db.blocks[i])
+			total -= sizes[i]
+			i++
+		}
+		db.blocks = db.blocks[i:]
+	}
+	db.mu.Unlock()
+	return db.deleteBlocks(drop)
+}
+
+func (db *DB) blocksMaxTimeLocked() int64 {
+	m := int64(math.MinInt64)
+	for _, b := range db.blocks {
+		m = max(m, b.Meta().MaxTime)
+	}
+	return m
+}
+
+// deleteBlocks closes and removes blocks already taken out of the list, once
+// the queries reading them are done.
+func (db *DB) deleteBlocks(bs []*dbBlock) error {
+	var errs []error
+	for _, b := range bs {
+		b.refs.Wait()
+		if err := b.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close block %s: %w", b.dir, err))
+		}
+		if err := os.RemoveAll(b.dir); err != nil {
+			errs = append(errs, fmt.Errorf("delete block %s: %w", b.dir, err))
+		}
+		db.metrics.blocksDeleted.Inc()
+		db.logger.Info("block deleted", "block", b.dir)
+	}
+	return errors.Join(errs...)
+}
+
+func (db *DB) closeBlocks() {
+	for _, b := range db.blocks {
+		b.Close()
+	}
+	db.blocks = nil
+}
+
+// Close closes the head (syncing the WAL) and the blocks.
+func (db *DB) Close() error {
+	db.maintMu.Lock()
+	defer db.maintMu.Unlock()
+	err := db.head.Close()
+	db.mu.Lock()
+	for _, b := range db.blocks {
+		b.refs.Wait()
+	}
+	db.closeBlocks()
+	db.mu.Unlock()
+	return err
+}

@@ -1,0 +1,223 @@
+package tsdb
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+)
+
+func openDB(t testing.TB, dir string, mod func(*DBOptions)) *DB {
+	t.Helper()
+	opts := DBOptions{Head: DefaultOptions()}
+	opts.Head.WALSyncInterval = 0
+	opts.Head.Now = func() int64 { return 1 << 50 }
+	if mod != nil {
+		mod(&opts)
+	}
+	db, err := OpenDB(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+// readQuerier reads every sample of every series through a storage.Querier.
+func readQuerier(t *testing.T, q storage.Querier, ms ...*labels.Matcher) model {
+	t.Helper()
+	defer q.Close()
+	if len(ms) == 0 {
+		ms = []*labels.Matcher{labels.MustNewMatcher(labels.MatchRegexp, "__name__", ".+")}
+	}
+	ss := q.Select(context.Background(), true, nil, ms...)
+	got := model{}
+	var it chunkenc.Iterator
+	for ss.Next() {
+		s := ss.At()
+		it = s.Iterator(it)
+		last := int64(math.MinInt64)
+		for it.Next() == chunkenc.ValFloat {
+			ts, v := it.At()
+			if ts <= last {
+				t.Fatalf("%s: %d after %d", s.Labels(), ts, last)
+			}
+			last = ts
+			got.add(s.Labels(), ts, v)
+		}
+		if err := it.Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ss.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+func dbAll(t *testing.T, db *DB) model {
+	t.Helper()
+	q, err := db.Querier(math.MinInt64, math.MaxInt64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return readQuerier(t, q)
+}
+
+// TestDBFlushWhileWriting flushes head ranges into blocks while writers
+// continue, then restarts: no sample may be missing or doubled.
+func TestDBFlushWhileWriting(t *testing.T) {
+	dir := t.TempDir()
+	mod := func(o *DBOptions) { o.Head.BlockRange = time.Hour; o.Head.ChunkRows = 60 }
+	db := openDB(t, dir, mod)
+	const targets, members, scrapes = 4, 30, 1200 // 5 h at 15 s
+	want := model{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for tg := 0; tg < targets; tg++ {
+		wg.Add(1)
+		go func(tg int) {
+			defer wg.Done()
+			for s := 0; s < scrapes; s++ {
+				var b Batch
+				for m := 0; m < members; m++ {
+					l := series(fmt.Sprintf("metric_%d", m%7), "job", "node", "instance", fmt.Sprintf("host%d", tg), "m", fmt.Sprint(m))
+					ts := int64(s) * 15000
+					if m == members-1 {
+						ts += 4321 // one unaligned member per target
+					}
+					v := float64(s*m) + 0.25
+					b.Series = append(b.Series, BatchSeries{Labels: l, Samples: []Sample{{T: ts, V: v}}})
+					mu.Lock()
+					want.add(l, ts, v)
+					mu.Unlock()
+				}
+				if res, err := db.AppendBatch(context.Background(), &b); err != nil || res.Err() != nil {
+					t.Error(err, res.Err())
+					return
+				}
+			}
+		}(tg)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < 200; i++ {
+			if err := db.Flush(false); err != nil {
+				t.Error(err)
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	wg.Wait()
+	<-done
+	if err := db.Flush(false); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(db.Blocks()); n < 3 {
+		t.Fatalf("%d blocks after 5 h of data at 1 h ranges", n)
+	}
+	compareModels(t, want, dbAll(t, db))
+	// Windows across block and head boundaries.
+	for _, r := range [][2]int64{{0, 3599999}, {3000000, 9000000}, {10000000, 18000000}} {
+		q, _ := db.Querier(r[0], r[1])
+		got := readQuerier(t, q)
+		for k, ss := range want {
+			for ts, v := range ss {
+				if ts >= r[0] && ts <= r[1] && got[k][ts] != v {
+					t.Fatalf("%s at %d missing in window %v", k, ts, r)
+				}
+			}
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db2 := openDB(t, dir, mod)
+	defer db2.Close()
+	compareModels(t, want, dbAll(t, db2))
+	// The WAL was checkpointed: start-up replays only the head's part.
+	if st, _ := db2.Stats("__name__", 10); st.MinTime < db2.blocksMaxTime() {
+		t.Fatalf("head starts at %d, before the blocks' end %d", st.MinTime, db2.blocksMaxTime())
+	}
+	q, _ := db2.Querier(math.MinInt64, math.MaxInt64)
+	vals, _, err := q.LabelValues(context.Background(), "instance", nil)
+	q.Close()
+	if err != nil || len(vals) != targets {
+		t.Fatalf("label values across blocks and head: %v %v", vals, err)
+	}
+}
+
+func TestDBRetentionAndQuarantine(t *testing.T) {
+	dir := t.TempDir()
+	mod := func(o *DBOptions) { o.Head.BlockRange = time.Hour; o.RetentionTime = 2 * time.Hour }
+	db := openDB(t, dir, mod)
+	l := series("r", "job", "j", "instance", "i")
+	for s := 0; s < 6*240; s++ { // 6 h at 15 s
+		if _, err := db.AppendBatch(context.Background(), &Batch{Series: []BatchSeries{{Labels: l, Samples: []Sample{{T: int64(s) * 15000, V: 1}}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Flush(false); err != nil {
+		t.Fatal(err)
+	}
+	before := len(db.Blocks())
+	if err := db.ApplyRetention(); err != nil {
+		t.Fatal(err)
+	}
+	after := db.Blocks()
+	if len(after) >= before || len(after) == 0 {
+		t.Fatalf("retention kept %d of %d blocks", len(after), before)
+	}
+	for _, m := range after {
+		if m.MaxTime <= 6*3600000-2*3600000-15000 {
+			t.Fatalf("block [%d, %d) outlived the retention", m.MinTime, m.MaxTime)
+		}
+	}
+	db.Close()
+	// Damage a block: start-up moves it to quarantine and goes on.
+	victim := filepath.Join(dir, after[0].ULID, "index")
+	if err := os.WriteFile(victim, []byte("garbage"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db2 := openDB(t, dir, mod)
+	defer db2.Close()
+	if len(db2.Blocks()) != len(after)-1 {
+		t.Fatalf("%d blocks after quarantining one of %d", len(db2.Blocks()), len(after))
+	}
+	if _, err := os.Stat(filepath.Join(dir, "quarantine", after[0].ULID)); err != nil {
+		t.Fatalf("damaged block not in quarantine: %v", err)
+	}
+}
+
+// flushingStorage flushes everything to blocks before each query, so the
+// PromQL suite reads blocks (and whatever a later load adds to the head).
+type flushingStorage struct {
+	*DB
+	t testing.TB
+}
+
+func (s flushingStorage) Querier(mint, maxt int64) (storage.Querier, error) {
+	if err := s.DB.Flush(true); err != nil {
+		s.t.Fatal(err)
+	}
+	return s.DB.Querier(mint, maxt)
+}
+
+// TestPromQLAcceptanceBlocks runs the acceptance suite with the data flushed
+// to blocks before the queries run.
+func TestPromQLAcceptanceBlocks(t *testing.T) {
+	runAcceptance(t, func(tb testing.TB) storage.Storage {
+		db := openDB(tb, tb.(interface{ TempDir() string }).TempDir(), nil)
+		tb.Cleanup(func() { db.Close() })
+		return flushingStorage{DB: db, t: tb}
+	}, knownFailuresBlocks())
+}

@@ -1,0 +1,195 @@
+package tsdb
+
+import (
+	"fmt"
+	"math/bits"
+
+	"github.com/tandem-tsdb/tandem/tsdb/block"
+	"github.com/tandem-tsdb/tandem/tsdb/encoding"
+)
+
+// tableData is what a table holds in a time range: frozen chunks (shared,
+// immutable) and copies of newer rows, taken under the group lock.
+type tableData struct {
+	chunks []*chunk
+	open   []*row
+}
+
+// capture collects tb's data in [mint, maxt); mint and maxt are block-range
+// boundaries, so every chunk is wholly inside or outside. Called with the lock held.
+func (tb *table) capture(mint, maxt int64) tableData {
+	var d tableData
+	for _, c := range tb.chunks {
+		if c.minT >= mint && c.maxT < maxt {
+			d.chunks = append(d.chunks, c)
+		}
+	}
+	if b := tb.building; b != nil && b.rows > 0 && b.minT >= mint && b.maxT < maxt {
+		d.chunks = append(d.chunks, b.freeze())
+	}
+	for _, r := range tb.open {
+		if r.t >= mint && r.t < maxt {
+			cp := &row{t: r.t, n: r.n, vals: append([]float64(nil), r.vals...), present: append([]uint64(nil), r.present...)}
+			d.open = append(d.open, cp)
+		}
+	}
+	return d
+}
+
+// decode turns captured data into a block table; member maps a column to the member index.
+func (d tableData) decode(member func(col int) int) (block.Table, error) {
+	var t block.Table
+	cols := map[int]*block.Column{}
+	col := func(c int) *block.Column {
+		bc := cols[c]
+		if bc == nil {
+			bc = &block.Column{Member: member(c)}
+			cols[c] = bc
+		}
+		return bc
+	}
+	var ts encoding.TSDecoder
+	var xd encoding.XORDecoder
+	for _, ch := range d.chunks {
+		base := int32(len(t.Timestamps))
+		ts.Reset(ch.ts, ch.rows)
+		for ts.Next() {
+			t.Timestamps = append(t.Timestamps, ts.At())
+		}
+		if err := ts.Err(); err != nil {
+			return t, fmt.Errorf("decode timestamps: %w", err)
+		}
+		for c := range ch.cols {
+			cd := &ch.cols[c]
+			if cd.n == 0 {
+				continue
+			}
+			bc := col(c)
+			xd.Reset(cd.vals, cd.n)
+			r := cd.first
+			for i := 0; i < cd.n; i++ {
+				if cd.bits != nil {
+					if r = cd.nextPresent(r); r < 0 {
+						return t, errCorruptPresence
+					}
+				}
+				if !xd.Next() {
+					return t, fmt.Errorf("decode values: %w", xd.Err())
+				}
+				bc.Rows = append(bc.Rows, base+int32(r))
+				bc.Values = append(bc.Values, xd.At())
+				r++
+			}
+		}
+	}
+	for _, r := range d.open {
+		idx := int32(len(t.Timestamps))
+		t.Timestamps = append(t.Timestamps, r.t)
+		for w, word := range r.present {
+			for word != 0 {
+				c := w<<6 + bits.TrailingZeros64(word)
+				word &= word - 1
+				bc := col(c)
+				bc.Rows = append(bc.Rows, idx)
+				bc.Values = append(bc.Values, r.vals[c])
+			}
+		}
+	}
+	for c := 0; len(cols) > 0; c++ {
+		if bc, ok := cols[c]; ok {
+			t.Columns = append(t.Columns, *bc)
+			delete(cols, c)
+		}
+	}
+	return t, nil
+}
+
+// ExportRange calls fn with every group's data in [mint, maxt) (block-range
+// boundaries), decoded for a block writer. Groups without data there are skipped.
+func (h *Head) ExportRange(mint, maxt int64, fn func(*block.Group) error) error {
+	type ownData struct {
+		member int
+		d      tableData
+		late   []Sample
+	}
+	var err error
+	h.forEachGroup(func(g *group) {
+		if err != nil {
+			return
+		}
+		g.mu.Lock()
+		// Seal rows of the range that are still open (an idle or lagging group).
+		g.aligned.sealUpTo(maxt-1, h.cut(), func(r *row, prevHas func(int) bool) { g.onSeal(r, prevHas, &h.counters) })
+		shared := g.aligned.capture(mint, maxt)
+		var owns []ownData
+		members := make([]*memSeries, len(g.members))
+		copy(members, g.members)
+		for i, s := range members {
+			od := ownData{member: i}
+			if s.own != nil {
+				od.d = s.own.capture(mint, maxt)
+			}
+			for _, l := range s.late {
+				if l.T >= mint && l.T < maxt {
+					od.late = append(od.late, l)
+				}
+			}
+			if len(od.d.chunks) > 0 || len(od.d.open) > 0 || len(od.late) > 0 {
+				owns = append(owns, od)
+			}
+		}
+		g.mu.Unlock()
+
+		bg := &block.Group{Key: g.key}
+		t0, e := shared.decode(func(c int) int { return c })
+		if e != nil {
+			err = fmt.Errorf("export group %s: %w", g.key, e)
+			return
+		}
+		bg.Tables = append(bg.Tables, t0)
+		for _, od := range owns {
+			t, e := od.d.decode(func(int) int { return od.member })
+			if e != nil {
+				err = fmt.Errorf("export group %s: %w", g.key, e)
+				return
+			}
+			if len(t.Timestamps) > 0 {
+				bg.Tables = append(bg.Tables, t)
+			}
+			if len(od.late) > 0 {
+				lt := block.Table{Columns: []block.Column{{Member: od.member}}}
+				for i, l := range od.late {
+					lt.Timestamps = append(lt.Timestamps, l.T)
+					lt.Columns[0].Rows = append(lt.Columns[0].Rows, int32(i))
+					lt.Columns[0].Values = append(lt.Columns[0].Values, l.V)
+				}
+				bg.Tables = append(bg.Tables, lt)
+			}
+		}
+		// Only members with data in the range go into the block.
+		used := map[int]bool{}
+		for _, t := range bg.Tables {
+			for _, c := range t.Columns {
+				used[c.Member] = true
+			}
+		}
+		if len(used) == 0 {
+			return
+		}
+		remap := make([]int, len(members))
+		for i, s := range members {
+			remap[i] = -1
+			if used[i] {
+				remap[i] = len(bg.Members)
+				bg.Members = append(bg.Members, s.lset)
+			}
+		}
+		for ti := range bg.Tables {
+			for ci := range bg.Tables[ti].Columns {
+				bg.Tables[ti].Columns[ci].Member = remap[bg.Tables[ti].Columns[ci].Member]
+			}
+		}
+		err = fn(bg)
+	})
+	return err
+}
