@@ -41,6 +41,10 @@ type DB struct {
 
 	mu     sync.RWMutex
 	blocks []*dbBlock // sorted by MinTime
+	// readers counts the queriers created since the block list last grew; a
+	// flush drops head data only once the queriers that could not see its
+	// block are closed.
+	readers *sync.WaitGroup
 
 	maintMu sync.Mutex // one flush/compaction/retention at a time
 	metrics *dbMetrics
@@ -71,7 +75,7 @@ func OpenDB(dir string, opts DBOptions) (*DB, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
-	db := &DB{dir: dir, opts: opts, logger: opts.Head.Logger}
+	db := &DB{dir: dir, opts: opts, logger: opts.Head.Logger, readers: &sync.WaitGroup{}}
 	if err := block.CleanupTmp(dir); err != nil {
 		return nil, fmt.Errorf("remove incomplete blocks: %w", err)
 	}
@@ -218,6 +222,14 @@ func (db *DB) AppendBatch(ctx context.Context, b *Batch) (AppendResult, error) {
 	return db.head.AppendBatch(ctx, b)
 }
 
+// ResolveRaw finds a known series by a decoder's label hash (see Head.ResolveRaw).
+func (db *DB) ResolveRaw(hash uint64, match func(labels.Labels) bool) (uint64, bool) {
+	return db.head.ResolveRaw(hash, match)
+}
+
+// SealIdle seals the open rows of idle groups (see Head.SealIdle).
+func (db *DB) SealIdle() int { return db.head.SealIdle() }
+
 // Appender implements storage.Appendable through the head.
 func (db *DB) Appender(ctx context.Context) storage.Appender { return db.head.Appender(ctx) }
 
@@ -244,11 +256,14 @@ func (db *DB) StartTime() (int64, error) {
 	return db.head.StartTime()
 }
 
-// acquire returns the blocks overlapping [mint, maxt], each referenced once.
-func (db *DB) acquire(mint, maxt int64) []*dbBlock {
+// acquire returns the blocks overlapping [mint, maxt], each referenced once,
+// and registers a reader of the head until done is called.
+func (db *DB) acquire(mint, maxt int64) (out []*dbBlock, done func()) {
 	db.mu.RLock()
 	defer db.mu.RUnlock()
-	var out []*dbBlock
+	wg := db.readers
+	wg.Add(1)
+	done = sync.OnceFunc(wg.Done)
 	for _, b := range db.blocks {
 		m := b.Meta()
 		if m.MinTime <= maxt && m.MaxTime > mint {
@@ -256,14 +271,14 @@ func (db *DB) acquire(mint, maxt int64) []*dbBlock {
 			out = append(out, b)
 		}
 	}
-	return out
+	return out, done
 }
 
 // Querier returns a storage.Querier over blocks and head for [mint, maxt].
 // Series present in several of them are merged in time order, identical
 // timestamps once (a flush in progress may briefly hold a range in both).
 func (db *DB) Querier(mint, maxt int64) (storage.Querier, error) {
-	bs := db.acquire(mint, maxt)
+	bs, done := db.acquire(mint, maxt)
 	qs := make([]storage.Querier, 0, len(bs)+1)
 	for _, b := range bs {
 		qs = append(qs, &blockQuerier{b: b, mint: mint, maxt: maxt})
@@ -273,13 +288,27 @@ func (db *DB) Querier(mint, maxt int64) (storage.Querier, error) {
 		for _, q := range qs {
 			q.Close()
 		}
+		done()
 		return nil, err
 	}
+	hq = &closeHook{Querier: hq, done: done}
 	if len(qs) == 0 {
 		return hq, nil
 	}
 	qs = append(qs, hq)
 	return storage.NewMergeQuerier(qs, nil, storage.ChainedSeriesMerge), nil
+}
+
+// closeHook runs done when the querier is closed.
+type closeHook struct {
+	storage.Querier
+	done func()
+}
+
+func (q *closeHook) Close() error {
+	err := q.Querier.Close()
+	q.done()
+	return err
 }
 
 // ChunkQuerier returns a storage.ChunkQuerier over blocks and head.
@@ -338,6 +367,8 @@ func (db *DB) Flush(all bool) error {
 }
 
 func (db *DB) flushRange(mint, maxt int64) error {
+	// From here on the range is closed: late samples for it are refused.
+	db.head.RaiseMinValid(maxt)
 	meta, err := block.Write(db.dir, mint, maxt, func(yield func(*block.Group) error) error {
 		return db.head.ExportRange(mint, maxt, yield)
 	}, block.WriteOptions{})
@@ -353,7 +384,12 @@ func (db *DB) flushRange(mint, maxt int64) error {
 		db.mu.Lock()
 		db.blocks = append(db.blocks, &dbBlock{Block: b, dir: p})
 		db.sortBlocks()
+		older := db.readers
+		db.readers = &sync.WaitGroup{}
 		db.mu.Unlock()
+		// Queriers created before the block was listed read the range from
+		// the head: keep it until they are done.
+		older.Wait()
 		db.logger.Info("head range flushed to a block", "block", meta.ULID, "mint", mint, "maxt", maxt,
 			"samples", meta.Stats.NumSamples, "series", meta.Stats.NumSeries, "groups", meta.Stats.NumGroups)
 	}

@@ -221,3 +221,44 @@ func TestPromQLAcceptanceBlocks(t *testing.T) {
 		return flushingStorage{DB: db, t: tb}
 	}, knownFailuresBlocks())
 }
+
+// TestDBQueriesDuringFlush: queries running while ranges move from the head
+// to blocks always see every sample exactly once.
+func TestDBQueriesDuringFlush(t *testing.T) {
+	db := openDB(t, t.TempDir(), func(o *DBOptions) { o.Head.BlockRange = 10 * time.Minute })
+	defer db.Close()
+	want := model{}
+	for s := 0; s < 600; s++ { // 2.5 h at 15 s: 15 ranges
+		var b Batch
+		for m := 0; m < 40; m++ {
+			l := series("q", "job", "j", "instance", fmt.Sprint(m%3), "m", fmt.Sprint(m))
+			b.Series = append(b.Series, BatchSeries{Labels: l, Samples: []Sample{{T: int64(s) * 15000, V: float64(s + m)}}})
+			want.add(l, int64(s)*15000, float64(s+m))
+		}
+		if _, err := db.AppendBatch(context.Background(), &b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan error)
+	go func() { done <- db.Flush(false) }()
+	queries := 0
+	for flushing := true; flushing; {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			flushing = false
+		default:
+		}
+		compareModels(t, want, dbAll(t, db))
+		queries++
+		if t.Failed() {
+			t.Fatalf("query %d during the flush saw wrong data", queries)
+		}
+	}
+	if n := len(db.Blocks()); n < 10 {
+		t.Fatalf("%d blocks", n)
+	}
+	t.Logf("%d queries during the flush", queries)
+}

@@ -436,12 +436,14 @@ func (h *Head) AppendBatch(_ context.Context, b *Batch) (AppendResult, error) {
 	now := h.opts.Now()
 	maxT := now + h.opts.MaxFutureSkew.Milliseconds()
 	window := h.opts.OpenWindow.Milliseconds()
-	minValid := h.minValid.Load()
 	var lo, hi int64 = math.MaxInt64, math.MinInt64
 	for k := 0; k < len(cs.order); {
 		g := cs.series[cs.order[k]].g
 		g.mu.Lock()
 		g.lastAppend = now
+		// Read under the group lock: a flush raises it before capturing the
+		// group, so nothing lands in a range after it was captured.
+		minValid := h.minValid.Load()
 		for ; k < len(cs.order) && cs.series[cs.order[k]].g == g; k++ {
 			s := cs.series[cs.order[k]]
 			for _, smp := range b.Series[cs.order[k]].Samples {

@@ -5,16 +5,22 @@ import (
 	"slices"
 )
 
+// RaiseMinValid refuses samples older than mint from now on (a flush of the
+// range before mint is starting).
+func (h *Head) RaiseMinValid(mint int64) {
+	for {
+		cur := h.minValid.Load()
+		if mint <= cur || h.minValid.CompareAndSwap(cur, mint) {
+			return
+		}
+	}
+}
+
 // Truncate drops the head's data older than mint, which the caller has
 // persisted in a block, and refuses samples older than mint from now on.
 // mint must be a block-range boundary, so no head chunk straddles it.
 func (h *Head) Truncate(mint int64) {
-	for {
-		cur := h.minValid.Load()
-		if mint <= cur || h.minValid.CompareAndSwap(cur, mint) {
-			break
-		}
-	}
+	h.RaiseMinValid(mint)
 	h.forEachGroup(func(g *group) {
 		g.mu.Lock()
 		defer g.mu.Unlock()

@@ -10,12 +10,12 @@ import (
 // atomicHead holds the handlers that become available once the head is open.
 type atomicHead struct {
 	mu     sync.RWMutex
-	h      *tsdb.Head
+	h      *tsdb.DB
 	apiH   http.Handler
 	writeH http.Handler
 }
 
-func (a *atomicHead) set(h *tsdb.Head, api, write http.Handler) {
+func (a *atomicHead) set(h *tsdb.DB, api, write http.Handler) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.h, a.apiH, a.writeH = h, api, write

@@ -46,6 +46,10 @@ type config struct {
 	maxFutureSkew time.Duration
 	walSync       time.Duration
 	walSegment    int64
+	blockRange    time.Duration
+	retentionTime time.Duration
+	retentionSize int64
+	maintInterval time.Duration
 	limits        remote.Limits
 	lookback      time.Duration
 	queryTimeout  time.Duration
@@ -69,12 +73,16 @@ func parseFlags(args []string) (*config, error) {
 	fs.DurationVar(&c.maxFutureSkew, "storage.max-future-skew", def.MaxFutureSkew, "Reject samples further than this ahead of the wall clock.")
 	fs.DurationVar(&c.walSync, "storage.wal.sync-interval", def.WALSyncInterval, "fsync the WAL at this interval (group commit); 0 fsyncs before every acknowledgement.")
 	fs.Int64Var(&c.walSegment, "storage.wal.segment-size", def.WALSegmentSize, "WAL segment size in bytes.")
+	fs.DurationVar(&c.blockRange, "storage.block-range", def.BlockRange, "Time range of a block; the head is flushed into blocks of this range, aligned to multiples of it.")
+	fs.DurationVar(&c.retentionTime, "storage.retention.time", 15*24*time.Hour, "Delete blocks older than this (relative to the newest sample); 0 keeps everything.")
+	fs.Int64Var(&c.retentionSize, "storage.retention.size", 0, "Delete the oldest blocks while blocks take more than this many bytes; 0 = no limit.")
 	fs.Int64Var(&c.limits.MaxBodyBytes, "remote-write.max-body-bytes", c.limits.MaxBodyBytes, "Largest accepted remote-write body (compressed); larger requests get 413.")
 	fs.Int64Var(&c.limits.MaxDecodedBytes, "remote-write.max-decoded-bytes", c.limits.MaxDecodedBytes, "Largest accepted remote-write body after snappy decoding; larger get 413.")
 	fs.IntVar(&c.limits.MaxLabelsPerSeries, "remote-write.max-labels-per-series", c.limits.MaxLabelsPerSeries, "Most labels a series may have.")
 	fs.IntVar(&c.limits.MaxLabelNameLength, "remote-write.max-label-name-length", c.limits.MaxLabelNameLength, "Longest label name in bytes.")
 	fs.IntVar(&c.limits.MaxLabelValueLength, "remote-write.max-label-value-length", c.limits.MaxLabelValueLength, "Longest label value in bytes.")
 	fs.IntVar(&c.limits.MaxSeriesPerRequest, "remote-write.max-series-per-request", c.limits.MaxSeriesPerRequest, "Most series in one request (0 = unlimited).")
+	fs.DurationVar(&c.maintInterval, "head.maintenance-interval", 15*time.Second, "How often idle groups are sealed; every fourth time the head is flushed to blocks and retention applied.")
 	fs.DurationVar(&c.lookback, "query.lookback-delta", 5*time.Minute, "PromQL lookback for instant selectors.")
 	fs.DurationVar(&c.queryTimeout, "query.timeout", 2*time.Minute, "Maximum time a query may take.")
 	fs.IntVar(&c.maxSamples, "query.max-samples", 50_000_000, "Maximum samples a query may load into memory.")
@@ -140,8 +148,8 @@ func main() {
 	}
 }
 
-// headMetadata adapts the head's metadata to the API's type.
-type headMetadata struct{ h *tsdb.Head }
+// headMetadata adapts the storage's metadata to the API's type.
+type headMetadata struct{ h *tsdb.DB }
 
 func (m headMetadata) MetricMetadata(metric string, limit, perMetric int) map[string][]promql.MetricMetadata {
 	out := map[string][]promql.MetricMetadata{}
@@ -169,6 +177,7 @@ func runServer(c *config, logger *slog.Logger) error {
 	opts.MaxFutureSkew = c.maxFutureSkew
 	opts.WALSyncInterval = c.walSync
 	opts.WALSegmentSize = c.walSegment
+	opts.BlockRange = c.blockRange
 	opts.Logger = logger
 	opts.Registerer = reg
 
@@ -239,10 +248,10 @@ func runServer(c *config, logger *slog.Logger) error {
 	{
 		// Open the head (WAL replay), then serve; then maintain it.
 		ctx, cancel := context.WithCancel(context.Background())
-		var h *tsdb.Head
+		var h *tsdb.DB
 		g.Add(func() error {
 			var err error
-			h, err = tsdb.Open(c.storagePath, opts)
+			h, err = tsdb.OpenDB(c.storagePath, tsdb.DBOptions{Head: opts, RetentionTime: c.retentionTime, RetentionSize: c.retentionSize})
 			if err != nil {
 				return fmt.Errorf("open storage at %s: %w", c.storagePath, err)
 			}
@@ -261,14 +270,22 @@ func runServer(c *config, logger *slog.Logger) error {
 			wh := remote.NewWriteHandler(h, remote.WriteHandlerOptions{Limits: c.limits, Logger: logger, Registerer: reg})
 			head.set(h, instrument("api", api), wh)
 			logger.Info("tandem is ready", "address", ln.Addr().String())
-			t := time.NewTicker(15 * time.Second)
+			t := time.NewTicker(c.maintInterval)
 			defer t.Stop()
-			for {
+			for i := 0; ; i++ {
 				select {
 				case <-ctx.Done():
 					return nil
 				case <-t.C:
-					h.SealIdle()
+				}
+				h.SealIdle()
+				if i%4 == 0 { // every minute: flush full block ranges, apply retention
+					if err := h.Flush(false); err != nil {
+						logger.Error("flushing the head to a block failed; will retry", "err", err)
+					}
+					if err := h.ApplyRetention(); err != nil {
+						logger.Error("retention failed; will retry", "err", err)
+					}
 				}
 			}
 		}, func(error) {

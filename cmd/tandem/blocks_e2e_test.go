@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"testing"
+	"time"
+
+	promqlengine "github.com/prometheus/prometheus/promql"
+
+	"github.com/tandem-tsdb/tandem/workload"
+)
+
+// TestBlocksEndToEnd sends half an hour of data to a tandem that flushes
+// 2-minute blocks, and checks query results against Prometheus's TSDB while
+// most data is in blocks, after a kill -9 and after a clean restart.
+func TestBlocksEndToEnd(t *testing.T) {
+	const targets, nScrapes = 5, 120
+	interval := 15 * time.Second
+	start := time.Now().Add(-nScrapes * interval).Truncate(time.Second)
+	scrapes, err := workload.Generate(workload.Options{Targets: targets, Scrapes: nScrapes, Interval: interval, Start: start, Seed: 11, Histogram: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	args := []string{"--storage.block-range=2m", "--head.maintenance-interval=50ms", "--log.level=info"}
+	p := startTandem(t, dir, args...)
+	ref := loadReference(t, scrapes)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := workload.Send(ctx, p.url+"/api/v1/write", 1, scrapes, 4, 2000); err != nil {
+		t.Fatalf("send: %v\n%s", err, p.log)
+	}
+	waitBlocks := func(p *tandemProc, atLeast float64) {
+		deadline := time.Now().Add(20 * time.Second)
+		for scrapeMetrics(t, p)["tandem_blocks"] < atLeast {
+			if time.Now().After(deadline) {
+				t.Fatalf("fewer than %v blocks after 20s\n%s", atLeast, p.log)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waitBlocks(p, 10)
+
+	first, last := scrapes[0].T, scrapes[len(scrapes)-1].T
+	engine := promqlengine.NewEngine(promqlengine.EngineOpts{MaxSamples: 50_000_000, Timeout: time.Minute, LookbackDelta: 5 * time.Minute})
+	queries := []string{
+		`sum by (instance) (rate(node_cpu_seconds_total[1m]))`,
+		`histogram_quantile(0.9, sum by (le) (rate(promhttp_metric_handler_request_duration_seconds_bucket[5m])))`,
+		`count by (job) ({__name__=~"node_.*"})`,
+		`max_over_time(node_memory_MemAvailable_bytes[3m])`,
+	}
+	check := func(p *tandemProc, phase string) {
+		t.Helper()
+		for _, q := range queries {
+			var d queryData
+			params := url.Values{"query": {q}, "start": {fmtTime(first)}, "end": {fmtTime(last)}, "step": {"41"}}
+			p.api(t, "/api/v1/query_range", params, false, &d)
+			qry, err := engine.NewRangeQuery(ctx, ref, nil, q, time.UnixMilli(first), time.UnixMilli(last), 41*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			compareSeries(t, fmt.Sprintf("%s: range %s", phase, q), decodeResult(t, d), fromPromQL(t, qry.Exec(ctx)))
+			qry.Close()
+		}
+	}
+	check(p, "blocks and head")
+	if t.Failed() {
+		t.Log(p.log.String())
+	}
+
+	p.signal(9) // SIGKILL
+	p = startTandem(t, dir, args...)
+	check(p, "after kill -9")
+	p.signal(15) // SIGTERM
+	p = startTandem(t, dir, args...)
+	check(p, "after restart")
+	if m := scrapeMetrics(t, p); m["tandem_blocks"] < 10 {
+		t.Fatalf("%v blocks after restart", m["tandem_blocks"])
+	}
+}
