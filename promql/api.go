@@ -107,6 +107,8 @@ type APIOptions struct {
 	// storage.Storage.StartTime; it fills headStats.minTime of
 	// /api/v1/status/tsdb when Stats is nil. May be nil.
 	StartTime func() (int64, error)
+	// Blocks lists the storage's blocks for /api/v1/status/tsdb/blocks; may be nil.
+	Blocks func() ([]tsdb.BlockMeta, error)
 }
 
 // withDefaults returns a copy of o with zero fields defaulted.
@@ -172,7 +174,7 @@ func NewAPIHandler(opts APIOptions, engine *prompromql.Engine) (http.Handler, er
 	}
 
 	ready := readyFunc(opts.Ready)
-	stats := adminStats{stats: opts.Stats, startTime: opts.StartTime}
+	stats := adminStats{stats: opts.Stats, startTime: opts.StartTime, blocks: opts.Blocks}
 	defaultConfig := config.DefaultConfig
 	birth := time.Now()
 	flags := map[string]string{

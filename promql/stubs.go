@@ -99,6 +99,7 @@ func (noExemplars) Select(int64, int64, ...[]*labels.Matcher) ([]exemplar.QueryR
 type adminStats struct {
 	stats     StatsSource
 	startTime func() (int64, error)
+	blocks    func() ([]tsdb.BlockMeta, error)
 }
 
 var _ v1.TSDBAdminStats = adminStats{}
@@ -147,8 +148,13 @@ func (adminStats) WALReplayStatus() (tsdb.WALReplayStatus, error) {
 	return tsdb.WALReplayStatus{}, nil
 }
 
-// BlockMetas implements v1.TSDBAdminStats: tandem has no Prometheus blocks.
-func (adminStats) BlockMetas() ([]tsdb.BlockMeta, error) { return []tsdb.BlockMeta{}, nil }
+// BlockMetas implements v1.TSDBAdminStats for /api/v1/status/tsdb/blocks.
+func (a adminStats) BlockMetas() ([]tsdb.BlockMeta, error) {
+	if a.blocks == nil {
+		return []tsdb.BlockMeta{}, nil
+	}
+	return a.blocks()
+}
 
 // noNotifications returns the (always empty) list for /api/v1/notifications.
 func noNotifications() []notifications.Notification { return []notifications.Notification{} }

@@ -66,6 +66,20 @@ func TestBlocksEndToEnd(t *testing.T) {
 		}
 	}
 	check(p, "blocks and head")
+	var blocks struct {
+		Blocks []struct {
+			ULID    string `json:"ulid"`
+			MinTime int64  `json:"minTime"`
+			MaxTime int64  `json:"maxTime"`
+			Stats   struct {
+				NumSamples uint64 `json:"numSamples"`
+			} `json:"stats"`
+		} `json:"blocks"`
+	}
+	p.api(t, "/api/v1/status/tsdb/blocks", nil, false, &blocks)
+	if len(blocks.Blocks) < 10 || blocks.Blocks[0].Stats.NumSamples == 0 || blocks.Blocks[0].MaxTime-blocks.Blocks[0].MinTime != 120000 {
+		t.Errorf("status/tsdb/blocks: %+v", blocks)
+	}
 	if t.Failed() {
 		t.Log(p.log.String())
 	}

@@ -19,9 +19,11 @@ import (
 	"time"
 
 	"github.com/oklog/run"
+	"github.com/oklog/ulid/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	promtsdb "github.com/prometheus/prometheus/tsdb"
 
 	"github.com/tandem-tsdb/tandem/promql"
 	"github.com/tandem-tsdb/tandem/remote"
@@ -161,6 +163,31 @@ func (m headMetadata) MetricMetadata(metric string, limit, perMetric int) map[st
 	return out
 }
 
+// blockMetas lists the storage's blocks in Prometheus's format.
+func blockMetas(db *tsdb.DB) func() ([]promtsdb.BlockMeta, error) {
+	return func() ([]promtsdb.BlockMeta, error) {
+		metas := db.Blocks()
+		out := make([]promtsdb.BlockMeta, 0, len(metas))
+		for _, m := range metas {
+			id, err := ulid.ParseStrict(m.ULID)
+			if err != nil {
+				return nil, fmt.Errorf("block %q: %w", m.ULID, err)
+			}
+			bm := promtsdb.BlockMeta{ULID: id, MinTime: m.MinTime, MaxTime: m.MaxTime, Version: m.Version}
+			bm.Stats.NumSamples, bm.Stats.NumFloatSamples = m.Stats.NumSamples, m.Stats.NumSamples
+			bm.Stats.NumSeries, bm.Stats.NumChunks = m.Stats.NumSeries, m.Stats.NumChunks
+			bm.Compaction.Level = m.Compaction.Level
+			for _, s := range m.Compaction.Sources {
+				if sid, err := ulid.ParseStrict(s); err == nil {
+					bm.Compaction.Sources = append(bm.Compaction.Sources, sid)
+				}
+			}
+			out = append(out, bm)
+		}
+		return out, nil
+	}
+}
+
 func runServer(c *config, logger *slog.Logger) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -262,6 +289,7 @@ func runServer(c *config, logger *slog.Logger) error {
 				MaxConcurrentQueries: c.maxQueries,
 				Version:              version, Revision: revision, Branch: branch, BuildDate: buildDate,
 				StartTime: h.StartTime,
+				Blocks:    blockMetas(h),
 			}
 			api, err := promql.NewAPIHandler(apiOpts, promql.NewEngine(apiOpts))
 			if err != nil {
