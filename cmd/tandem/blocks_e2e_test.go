@@ -4,6 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -92,5 +96,30 @@ func TestBlocksEndToEnd(t *testing.T) {
 	check(p, "after restart")
 	if m := scrapeMetrics(t, p); m["tandem_blocks"] < 10 {
 		t.Fatalf("%v blocks after restart", m["tandem_blocks"])
+	}
+
+	// The offline tools read the same directory.
+	out, err := exec.Command(tandemBin, "tsdb", "verify", "--storage.path="+dir).CombinedOutput()
+	if err != nil || strings.Count(string(out), ": ok") < 10 {
+		t.Fatalf("tandem tsdb verify: %v\n%s", err, out)
+	}
+	out, err = exec.Command(tandemBin, "tsdb", "inspect", "--storage.path="+dir, "--groups").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "TOTAL") || !strings.Contains(string(out), "group ") {
+		t.Fatalf("tandem tsdb inspect: %v\n%s", err, out)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(line, "TOTAL") || strings.HasPrefix(line, "column chunks") {
+			t.Log(line)
+		}
+	}
+	// A damaged block is reported.
+	blocksOut, _ := exec.Command(tandemBin, "tsdb", "verify", "--storage.path="+dir).CombinedOutput()
+	victim := strings.Fields(string(blocksOut))[0]
+	if err := os.WriteFile(filepath.Join(strings.TrimSuffix(victim, ":"), "chunks"), []byte("TNDC garbage"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err = exec.Command(tandemBin, "tsdb", "verify", "--storage.path="+dir).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "CORRUPT") {
+		t.Fatalf("verify of a damaged block: %v\n%s", err, out)
 	}
 }

@@ -127,6 +127,13 @@ func newLogger(level, format string) (*slog.Logger, error) {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "tsdb" {
+		if err := runTSDB(os.Args[2:], os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "tandem tsdb:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	c, err := parseFlags(os.Args[1:])
 	if errors.Is(err, flag.ErrHelp) {
 		os.Exit(0)
