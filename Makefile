@@ -6,7 +6,8 @@ FUZZTIME ?= 4s
 
 # Fuzz targets run briefly by `make test` (package:target).
 FUZZ_TARGETS := \
-	./tsdb/encoding:FuzzTSDecoder ./tsdb/encoding:FuzzXORDecoder ./tsdb/encoding:FuzzRoundTrip \
+	./tsdb/encoding:FuzzTSDecoder ./tsdb/encoding:FuzzXORDecoder ./tsdb/encoding:FuzzRoundTrip ./tsdb/encoding:FuzzDecimal \
+	./tsdb/block:FuzzOpenIndex ./tsdb/block:FuzzChunk \
 	./tsdb/record:FuzzDecode ./tsdb/wal:FuzzReplay \
 	./remote:FuzzDecodeV1 ./remote:FuzzDecodeV2
 
@@ -40,8 +41,9 @@ fuzz:
 
 ## bench: ingest micro-benchmarks next to Prometheus's tsdb in the same run.
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime=5x ./tsdb/
-	$(GO) test -run '^$$' -bench . -benchmem ./remote/ ./tsdb/encoding/ ./tsdb/record/
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime=5x ./tsdb/ ./tsdb/block/
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime=3x ./remote/
+	$(GO) test -run '^$$' -bench . -benchmem ./tsdb/encoding/ ./tsdb/record/
 
 clean:
 	rm -rf bin
