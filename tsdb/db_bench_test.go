@@ -1,0 +1,194 @@
+package tsdb
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+	promtsdb "github.com/prometheus/prometheus/tsdb"
+
+	"github.com/tandem-tsdb/tandem/workload"
+)
+
+// benchScrapes is two hours of node_exporter-like data (10 targets, 15 s),
+// starting at a block boundary.
+func benchScrapes(tb testing.TB, targets int) ([]workload.Scrape, int64) {
+	tb.Helper()
+	start := time.UnixMilli(1_790_006_400_000) // a multiple of 2h
+	scrapes, err := workload.Generate(workload.Options{Targets: targets, Scrapes: 480, Interval: 15 * time.Second, Start: start, Seed: 3, Histogram: true})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	n := int64(0)
+	for _, s := range scrapes {
+		n += int64(len(s.Samples))
+	}
+	return scrapes, n
+}
+
+func toBatch(sc workload.Scrape) *Batch {
+	b := &Batch{Series: make([]BatchSeries, len(sc.Samples))}
+	for i, s := range sc.Samples {
+		b.Series[i] = BatchSeries{Labels: s.Labels, Samples: []Sample{{T: sc.T, V: s.V}}}
+	}
+	return b
+}
+
+func blocksBytes(tb testing.TB, dir string, skip ...string) int64 {
+	var n int64
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		for _, s := range skip {
+			if d.IsDir() && d.Name() == s {
+				return filepath.SkipDir
+			}
+		}
+		if !d.IsDir() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// BenchmarkBlockSize writes the same two hours of samples through tandem's
+// DB (flushed to a 2h block) and through Prometheus's TSDB (head compacted
+// into a 2h block) and reports bytes per sample on disk for each.
+func BenchmarkBlockSize(b *testing.B) {
+	scrapes, samples := benchScrapes(b, 10)
+	mint := scrapes[0].T
+	maxt := mint + 2*time.Hour.Milliseconds()
+	b.Run("tandem", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			dir := b.TempDir()
+			db, err := OpenDB(dir, DBOptions{Head: Options{WALSyncInterval: time.Hour, Now: func() int64 { return maxt }}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, sc := range scrapes {
+				if res, err := db.AppendBatch(context.Background(), toBatch(sc)); err != nil || res.Err() != nil {
+					b.Fatal(err, res.Err())
+				}
+			}
+			if err := db.Flush(true); err != nil {
+				b.Fatal(err)
+			}
+			size := blocksBytes(b, dir, "wal")
+			db.Close()
+			b.ReportMetric(float64(size)/float64(samples), "bytes/sample")
+		}
+	})
+	b.Run("prometheus", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			dir := b.TempDir()
+			opts := promtsdb.DefaultOptions()
+			db, err := promtsdb.Open(dir, nil, nil, opts, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, sc := range scrapes {
+				app := db.Appender(context.Background())
+				for _, s := range sc.Samples {
+					if _, err := app.Append(0, s.Labels, sc.T, s.V); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := app.Commit(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := db.CompactHead(promtsdb.NewRangeHead(db.Head(), mint, maxt-1)); err != nil {
+				b.Fatal(err)
+			}
+			size := blocksBytes(b, dir, "wal", "chunks_head", "wbl")
+			db.Close()
+			b.ReportMetric(float64(size)/float64(samples), "bytes/sample")
+		}
+	})
+}
+
+// BenchmarkOpenDB measures start-up with many blocks on disk (no WAL to replay).
+func BenchmarkOpenDB(b *testing.B) {
+	dir := b.TempDir()
+	scrapes, _ := benchScrapes(b, 4)
+	db, err := OpenDB(dir, DBOptions{Head: Options{BlockRange: time.Minute, WALSyncInterval: time.Hour, Now: func() int64 { return 1 << 50 }}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, sc := range scrapes {
+		if _, err := db.AppendBatch(context.Background(), toBatch(sc)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := db.Flush(true); err != nil {
+		b.Fatal(err)
+	}
+	nblocks := len(db.Blocks())
+	db.Close()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		db, err := OpenDB(dir, DBOptions{Head: Options{BlockRange: time.Minute, WALSyncInterval: time.Hour}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(db.Blocks()) != nblocks {
+			b.Fatalf("%d blocks, want %d", len(db.Blocks()), nblocks)
+		}
+		db.Close()
+	}
+	b.ReportMetric(float64(nblocks), "blocks")
+}
+
+// TestFlushReleasesMemory shows that flushing the head to blocks frees its memory.
+func TestFlushReleasesMemory(t *testing.T) {
+	scrapes, samples := benchScrapes(t, 10)
+	dir := t.TempDir()
+	db, err := OpenDB(dir, DBOptions{Head: Options{WALSyncInterval: time.Hour, Now: func() int64 { return 1 << 50 }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, sc := range scrapes {
+		if _, err := db.AppendBatch(context.Background(), toBatch(sc)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	heap := func() uint64 {
+		runtime.GC()
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	before := heap()
+	if err := db.Flush(true); err != nil {
+		t.Fatal(err)
+	}
+	after := heap()
+	t.Logf("heap with %d samples in the head: %.1f MiB; after flushing them to a block: %.1f MiB", samples, float64(before)/(1<<20), float64(after)/(1<<20))
+	if after > before*2/3 {
+		t.Fatalf("flush freed too little: %d → %d bytes", before, after)
+	}
+	// The data is still there, now from the block.
+	q, _ := db.Querier(0, 1<<62)
+	got := readQuerier(t, q, labels.MustNewMatcher(labels.MatchEqual, "instance", "host-0:9100"))
+	if len(got) == 0 {
+		t.Fatal("no series of host-0 after the flush")
+	}
+	n := 0
+	for _, s := range got {
+		n += len(s)
+	}
+	if want := int(samples) / 10; n != want {
+		t.Fatalf("host-0 has %d samples after the flush, want %d", n, want)
+	}
+}
