@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/common/route"
 	"github.com/prometheus/prometheus/config"
+	"github.com/prometheus/prometheus/model/labels"
 	prompromql "github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb"
@@ -109,6 +110,20 @@ type APIOptions struct {
 	StartTime func() (int64, error)
 	// Blocks lists the storage's blocks for /api/v1/status/tsdb/blocks; may be nil.
 	Blocks func() ([]tsdb.BlockMeta, error)
+	// Admin, when set, enables /api/v1/admin/tsdb/* (like --web.enable-admin-api).
+	Admin Admin
+	// DataDir is where snapshots are written (<DataDir>/snapshots/<name>).
+	DataDir string
+}
+
+// Admin is the storage's administration interface behind /api/v1/admin/tsdb.
+type Admin interface {
+	// Snapshot writes a consistent copy of the storage into dir.
+	Snapshot(dir string, withHead bool) error
+	// Delete removes the series matching ms in [mint, maxt].
+	Delete(ctx context.Context, mint, maxt int64, ms ...*labels.Matcher) error
+	// CleanTombstones rewrites data to drop deleted series for good.
+	CleanTombstones() error
 }
 
 // withDefaults returns a copy of o with zero fields defaulted.
@@ -174,7 +189,7 @@ func NewAPIHandler(opts APIOptions, engine *prompromql.Engine) (http.Handler, er
 	}
 
 	ready := readyFunc(opts.Ready)
-	stats := adminStats{stats: opts.Stats, startTime: opts.StartTime, blocks: opts.Blocks}
+	stats := adminStats{stats: opts.Stats, startTime: opts.StartTime, blocks: opts.Blocks, admin: opts.Admin}
 	defaultConfig := config.DefaultConfig
 	birth := time.Now()
 	flags := map[string]string{
@@ -198,8 +213,8 @@ func NewAPIHandler(opts APIOptions, engine *prompromql.Engine) (http.Handler, er
 		v1.GlobalURLOptions{},
 		ready,
 		stats,
-		"",    // dbDir: only used by snapshots
-		false, // enableAdmin
+		opts.DataDir, // snapshots go to <DataDir>/snapshots/<name>
+		opts.Admin != nil,
 		false, // enableSearch
 		0,     // maxSearchLimit
 		logger,

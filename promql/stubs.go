@@ -100,20 +100,34 @@ type adminStats struct {
 	stats     StatsSource
 	startTime func() (int64, error)
 	blocks    func() ([]tsdb.BlockMeta, error)
+	admin     Admin
 }
 
 var _ v1.TSDBAdminStats = adminStats{}
 
 // CleanTombstones implements v1.TSDBAdminStats.
-func (adminStats) CleanTombstones() error { return errNotSupported }
+func (a adminStats) CleanTombstones() error {
+	if a.admin == nil {
+		return errNotSupported
+	}
+	return a.admin.CleanTombstones()
+}
 
 // Delete implements v1.TSDBAdminStats.
-func (adminStats) Delete(context.Context, int64, int64, ...*labels.Matcher) error {
-	return errNotSupported
+func (a adminStats) Delete(ctx context.Context, mint, maxt int64, ms ...*labels.Matcher) error {
+	if a.admin == nil {
+		return errNotSupported
+	}
+	return a.admin.Delete(ctx, mint, maxt, ms...)
 }
 
 // Snapshot implements v1.TSDBAdminStats.
-func (adminStats) Snapshot(string, bool) error { return errNotSupported }
+func (a adminStats) Snapshot(dir string, withHead bool) error {
+	if a.admin == nil {
+		return errNotSupported
+	}
+	return a.admin.Snapshot(dir, withHead)
+}
 
 // Stats implements v1.TSDBAdminStats. It never returns nil stats nor nil
 // IndexPostingStats (the upstream handler dereferences both).

@@ -397,6 +397,58 @@ func (db *DB) flushRange(mint, maxt int64) error {
 	return nil
 }
 
+// Snapshot writes a consistent copy of the storage into dir: hard links to
+// every block's files and, with withHead, the head's content as one more block.
+func (db *DB) Snapshot(dir string, withHead bool) error {
+	bs, done := db.acquire(math.MinInt64, math.MaxInt64)
+	defer func() {
+		for _, b := range bs {
+			b.release()
+		}
+		done()
+	}()
+	for _, b := range bs {
+		dst := filepath.Join(dir, filepath.Base(b.dir))
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			return fmt.Errorf("snapshot: %w", err)
+		}
+		entries, err := os.ReadDir(b.dir)
+		if err != nil {
+			return fmt.Errorf("snapshot: list %s: %w", b.dir, err)
+		}
+		for _, e := range entries {
+			if err := os.Link(filepath.Join(b.dir, e.Name()), filepath.Join(dst, e.Name())); err != nil {
+				return fmt.Errorf("snapshot: link %s: %w", e.Name(), err)
+			}
+		}
+	}
+	if !withHead {
+		return nil
+	}
+	hmin, hmax := db.head.minT.Load(), db.head.maxT.Load()
+	if hmin > hmax {
+		return nil
+	}
+	_, err := block.Write(dir, hmin, hmax+1, func(yield func(*block.Group) error) error {
+		return db.head.export(hmin, hmax+1, false, yield)
+	}, block.WriteOptions{})
+	if err != nil {
+		return fmt.Errorf("snapshot: write head block: %w", err)
+	}
+	return nil
+}
+
+// ErrDeleteUnsupported is returned by Delete and CleanTombstones until tombstones exist.
+var ErrDeleteUnsupported = errors.New("deleting series is not supported yet")
+
+// Delete would remove series; not supported yet (the API answers an error).
+func (db *DB) Delete(context.Context, int64, int64, ...*labels.Matcher) error {
+	return ErrDeleteUnsupported
+}
+
+// CleanTombstones is a no-op counterpart of Delete; not supported yet.
+func (db *DB) CleanTombstones() error { return ErrDeleteUnsupported }
+
 // ApplyRetention deletes blocks beyond the retention time and size.
 func (db *DB) ApplyRetention() error {
 	db.maintMu.Lock()

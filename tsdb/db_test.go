@@ -262,3 +262,37 @@ func TestDBQueriesDuringFlush(t *testing.T) {
 	}
 	t.Logf("%d queries during the flush", queries)
 }
+
+func TestDBSnapshot(t *testing.T) {
+	dir := t.TempDir()
+	mod := func(o *DBOptions) { o.Head.BlockRange = time.Hour }
+	db := openDB(t, dir, mod)
+	want := model{}
+	for s := 0; s < 700; s++ { // ~2.9 h: blocks plus a head
+		var b Batch
+		for m := 0; m < 5; m++ {
+			l := series("snap", "job", "j", "instance", "i", "m", fmt.Sprint(m))
+			ts := int64(s)*15000 + int64(m/4)*5 // member 4 unaligned
+			b.Series = append(b.Series, BatchSeries{Labels: l, Samples: []Sample{{T: ts, V: float64(s * m)}}})
+			want.add(l, ts, float64(s*m))
+		}
+		if _, err := db.AppendBatch(context.Background(), &b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Flush(false); err != nil {
+		t.Fatal(err)
+	}
+	if len(db.Blocks()) == 0 {
+		t.Fatal("no blocks before the snapshot")
+	}
+	snap := filepath.Join(t.TempDir(), "snap")
+	if err := db.Snapshot(snap, true); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	// The snapshot is a data directory of its own.
+	db2 := openDB(t, snap, mod)
+	defer db2.Close()
+	compareModels(t, want, dbAll(t, db2))
+}

@@ -27,6 +27,8 @@ func (tb *table) capture(mint, maxt int64) tableData {
 	if b := tb.building; b != nil && b.rows > 0 && b.minT >= mint && b.maxT < maxt {
 		d.chunks = append(d.chunks, b.freeze())
 	}
+	// Rows of the range are in chunks or open, never both: open rows are
+	// newer than every sealed row.
 	for _, r := range tb.open {
 		if r.t >= mint && r.t < maxt {
 			cp := &row{t: r.t, n: r.n, vals: append([]float64(nil), r.vals...), present: append([]uint64(nil), r.present...)}
@@ -105,8 +107,13 @@ func (d tableData) decode(member func(col int) int) (block.Table, error) {
 }
 
 // ExportRange calls fn with every group's data in [mint, maxt) (block-range
-// boundaries), decoded for a block writer. Groups without data there are skipped.
+// boundaries), decoded for a block writer. Groups without data there are
+// skipped. Open rows of the range are sealed first (the range is closed).
 func (h *Head) ExportRange(mint, maxt int64, fn func(*block.Group) error) error {
+	return h.export(mint, maxt, true, fn)
+}
+
+func (h *Head) export(mint, maxt int64, seal bool, fn func(*block.Group) error) error {
 	type ownData struct {
 		member int
 		d      tableData
@@ -118,8 +125,10 @@ func (h *Head) ExportRange(mint, maxt int64, fn func(*block.Group) error) error 
 			return
 		}
 		g.mu.Lock()
-		// Seal rows of the range that are still open (an idle or lagging group).
-		g.aligned.sealUpTo(maxt-1, h.cut(), func(r *row, prevHas func(int) bool) { g.onSeal(r, prevHas, &h.counters) })
+		if seal {
+			// Seal rows of the range that are still open (an idle or lagging group).
+			g.aligned.sealUpTo(maxt-1, h.cut(), func(r *row, prevHas func(int) bool) { g.onSeal(r, prevHas, &h.counters) })
+		}
 		shared := g.aligned.capture(mint, maxt)
 		var owns []ownData
 		members := make([]*memSeries, len(g.members))

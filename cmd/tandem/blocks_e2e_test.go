@@ -28,7 +28,7 @@ func TestBlocksEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	args := []string{"--storage.block-range=2m", "--head.maintenance-interval=50ms", "--log.level=info"}
+	args := []string{"--storage.block-range=2m", "--head.maintenance-interval=50ms", "--log.level=info", "--web.enable-admin-api"}
 	p := startTandem(t, dir, args...)
 	ref := loadReference(t, scrapes)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -97,6 +97,19 @@ func TestBlocksEndToEnd(t *testing.T) {
 	if m := scrapeMetrics(t, p); m["tandem_blocks"] < 10 {
 		t.Fatalf("%v blocks after restart", m["tandem_blocks"])
 	}
+
+	// A snapshot through the admin API is a data directory of its own.
+	var snap struct {
+		Name string `json:"name"`
+	}
+	p.api(t, "/api/v1/admin/tsdb/snapshot", url.Values{}, true, &snap)
+	snapDir := filepath.Join(dir, "snapshots", snap.Name)
+	if out, err := exec.Command(tandemBin, "tsdb", "verify", "--storage.path="+snapDir).CombinedOutput(); err != nil || strings.Count(string(out), ": ok") < 11 {
+		t.Fatalf("snapshot %q: %v\n%s", snap.Name, err, out)
+	}
+	sp := startTandem(t, snapDir)
+	check(sp, "snapshot")
+	sp.signal(15)
 
 	// The offline tools read the same directory.
 	out, err := exec.Command(tandemBin, "tsdb", "verify", "--storage.path="+dir).CombinedOutput()

@@ -52,6 +52,7 @@ type config struct {
 	retentionTime time.Duration
 	retentionSize int64
 	maintInterval time.Duration
+	enableAdmin   bool
 	limits        remote.Limits
 	lookback      time.Duration
 	queryTimeout  time.Duration
@@ -84,6 +85,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.limits.MaxLabelNameLength, "remote-write.max-label-name-length", c.limits.MaxLabelNameLength, "Longest label name in bytes.")
 	fs.IntVar(&c.limits.MaxLabelValueLength, "remote-write.max-label-value-length", c.limits.MaxLabelValueLength, "Longest label value in bytes.")
 	fs.IntVar(&c.limits.MaxSeriesPerRequest, "remote-write.max-series-per-request", c.limits.MaxSeriesPerRequest, "Most series in one request (0 = unlimited).")
+	fs.BoolVar(&c.enableAdmin, "web.enable-admin-api", false, "Enable /api/v1/admin/tsdb/* (snapshot).")
 	fs.DurationVar(&c.maintInterval, "head.maintenance-interval", 15*time.Second, "How often idle groups are sealed; every fourth time the head is flushed to blocks and retention applied.")
 	fs.DurationVar(&c.lookback, "query.lookback-delta", 5*time.Minute, "PromQL lookback for instant selectors.")
 	fs.DurationVar(&c.queryTimeout, "query.timeout", 2*time.Minute, "Maximum time a query may take.")
@@ -297,6 +299,10 @@ func runServer(c *config, logger *slog.Logger) error {
 				Version:              version, Revision: revision, Branch: branch, BuildDate: buildDate,
 				StartTime: h.StartTime,
 				Blocks:    blockMetas(h),
+				DataDir:   c.storagePath,
+			}
+			if c.enableAdmin {
+				apiOpts.Admin = h
 			}
 			api, err := promql.NewAPIHandler(apiOpts, promql.NewEngine(apiOpts))
 			if err != nil {
