@@ -27,7 +27,9 @@ const (
 
 // crashLedger records, per sender, every request attempted and whether it was acknowledged.
 type crashLedger struct {
-	base    int64 // ms; request i of a sender holds timestamps base+i*crashSamplesPer+k
+	base    int64 // ms; request i of a sender holds timestamps base+(i*crashSamplesPer+k)*step
+	step    int64 // ms between a sender's samples
+	senders int   // senders in use, at most crashSenders
 	mu      sync.Mutex
 	tried   [crashSenders]map[int]bool // request index -> acknowledged
 	nextReq [crashSenders]int
@@ -45,7 +47,7 @@ func crashLabels(sender, series int) labels.Labels {
 // request builds request i of a sender: every series gets its own samples at
 // timestamps no other request uses.
 func (l *crashLedger) request(sender, i int) (remoteapi.WriteMessageType, any) {
-	ts := func(k int) int64 { return l.base + int64(i*crashSamplesPer+k) }
+	ts := func(k int) int64 { return l.base + int64(i*crashSamplesPer+k)*l.step }
 	if sender%2 == 0 {
 		req := &prompb.WriteRequest{}
 		for j := range crashSeriesPerReq {
@@ -85,15 +87,46 @@ func (l *crashLedger) run(t *testing.T, p *tandemProc, stop <-chan struct{}) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var wg sync.WaitGroup
-	for s := range crashSenders {
+	// Senders stay in step (within a few requests) so that none lags a block
+	// range behind the others; a phase starts them all at the same request.
+	var active [crashSenders]bool
+	l.mu.Lock()
+	top := 0
+	for s := range l.senders {
+		top = max(top, l.nextReq[s])
+		active[s] = true
+	}
+	for s := range l.senders {
+		l.nextReq[s] = top
+	}
+	l.mu.Unlock()
+	ahead := func(s int) bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		for o := range l.senders {
+			if o != s && active[o] && l.nextReq[s] > l.nextReq[o]+4 {
+				return true
+			}
+		}
+		return false
+	}
+	for s := range l.senders {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer func() { l.mu.Lock(); active[s] = false; l.mu.Unlock() }()
 			for n := 0; n < crashMaxReqs; n++ {
 				select {
 				case <-stop:
 					return
 				default:
+				}
+				for ahead(s) {
+					select {
+					case <-stop:
+						return
+					case <-time.After(100 * time.Microsecond):
+					}
 				}
 				l.mu.Lock()
 				i := l.nextReq[s]
@@ -102,6 +135,11 @@ func (l *crashLedger) run(t *testing.T, p *tandemProc, stop <-chan struct{}) {
 				l.mu.Unlock()
 				typ, msg := l.request(s, i)
 				if _, err := api.Write(ctx, typ, msg); err != nil {
+					select {
+					case <-stop:
+					default:
+						t.Logf("sender %d request %d: %v", s, i, err)
+					}
 					return
 				}
 				l.mu.Lock()
@@ -133,13 +171,13 @@ func (l *crashLedger) verify(t *testing.T, p *tandemProc) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	want, acked, lost, whole := 0, 0, 0, 0
-	for s := range crashSenders {
+	for s := range l.senders {
 		for i, ok := range l.tried[s] {
 			present := 0
 			for j := range crashSeriesPerReq {
 				m := got[crashLabels(s, j).String()]
 				for k := range crashSamplesPer {
-					ts := l.base + int64(i*crashSamplesPer+k)
+					ts := l.base + int64(i*crashSamplesPer+k)*l.step
 					v, found := m[ts]
 					if !found {
 						continue
@@ -176,12 +214,24 @@ func (l *crashLedger) verify(t *testing.T, p *tandemProc) {
 // flight and checks after each restart that every acknowledged sample is
 // there and no request is half visible; then checks a clean SIGTERM restart.
 func TestCrashDurability(t *testing.T) {
+	t.Run("head", func(t *testing.T) {
+		testCrashDurability(t, 1, crashSenders, "--storage.wal.sync-interval=1s")
+	})
+	// Samples 5 ms apart and 2 s blocks flushed every 40 ms: the kills land
+	// in the middle of block writes, head truncations and WAL checkpoints.
+	// Two senders (1.0 and 2.0) that stay in step: a sender lagging a block
+	// range behind would be refused as too old (until the late-data issue).
+	t.Run("flushing", func(t *testing.T) {
+		testCrashDurability(t, 5, 2, "--storage.wal.sync-interval=1s", "--storage.block-range=2s", "--head.maintenance-interval=10ms")
+	})
+}
+
+func testCrashDurability(t *testing.T, step int64, senders int, args ...string) {
 	dir := t.TempDir()
-	l := &crashLedger{base: time.Now().Add(-time.Hour).UnixMilli()}
-	for s := range l.tried {
+	l := &crashLedger{base: time.Now().Add(-time.Hour).UnixMilli(), step: step, senders: senders}
+	for s := range l.senders {
 		l.tried[s] = map[int]bool{}
 	}
-	args := []string{"--storage.wal.sync-interval=1s"}
 	p := startTandem(t, dir, args...)
 	for crash := 1; crash <= 2; crash++ {
 		stop := make(chan struct{})
@@ -189,7 +239,7 @@ func TestCrashDurability(t *testing.T) {
 		go func() { l.run(t, p, stop); close(done) }()
 		// Kill once this phase has some acknowledged requests, mid-stream.
 		l.mu.Lock()
-		target := l.acks + 300*crashSenders
+		target := l.acks + 300*l.senders
 		l.mu.Unlock()
 		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(time.Millisecond) {
 			l.mu.Lock()
@@ -207,7 +257,7 @@ func TestCrashDurability(t *testing.T) {
 		<-done
 		l.mu.Lock()
 		inFlight := 0
-		for s := range l.tried {
+		for s := range l.senders {
 			if len(l.tried[s]) == 0 {
 				t.Errorf("crash %d: sender %d was not sending when killed", crash, s)
 			}
@@ -235,12 +285,12 @@ func TestCrashDurability(t *testing.T) {
 	close(stop)
 	<-done
 	l.mu.Lock()
-	for s := range l.tried {
+	for s := range l.senders {
 		if l.nextReq[s] == from[s] {
 			t.Errorf("sender %d sent nothing before the clean shutdown", s)
 		}
 		for i := from[s]; i < l.nextReq[s]; i++ {
-			if !l.tried[s][i] {
+			if acked, tried := l.tried[s][i]; tried && !acked {
 				t.Errorf("sender %d request %d failed without a crash", s, i)
 			}
 		}
@@ -252,4 +302,9 @@ func TestCrashDurability(t *testing.T) {
 	}
 	p = startTandem(t, dir, args...)
 	l.verify(t, p)
+	if step > 1 {
+		if n := scrapeMetrics(t, p)["tandem_blocks"]; n < 5 {
+			t.Errorf("only %v blocks were flushed: the kills did not exercise flushing", n)
+		}
+	}
 }
