@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/prometheus/storage"
 	promtsdb "github.com/prometheus/prometheus/tsdb"
 
+	"github.com/tandem-tsdb/tandem/compact"
 	"github.com/tandem-tsdb/tandem/tsdb/block"
 )
 
@@ -29,6 +30,9 @@ type DBOptions struct {
 	RetentionTime time.Duration
 	// RetentionSize deletes the oldest blocks while blocks take more bytes (0 = no limit).
 	RetentionSize int64
+	// CompactionRanges are the block ranges compaction merges into, in ms,
+	// smallest (the flush range) first; nil means 1, 3, 9, 27 and 81 flush ranges.
+	CompactionRanges []int64
 }
 
 // DB is tandem's storage: the multivariate head (with its WAL) and the
@@ -64,6 +68,11 @@ type dbMetrics struct {
 	flushes, flushFailures prometheus.Counter
 	flushDuration          prometheus.Histogram
 	blocksDeleted          prometheus.Counter
+	compactions            prometheus.Counter
+	compactionFailures     prometheus.Counter
+	compactionDuration     prometheus.Histogram
+	compactionBytesRead    prometheus.Counter
+	compactionBytesWritten prometheus.Counter
 }
 
 // OpenDB opens the storage in dir: blocks first (unreadable ones are moved to
@@ -96,13 +105,19 @@ func OpenDB(dir string, opts DBOptions) (*DB, error) {
 
 func newDBMetrics(db *DB, reg prometheus.Registerer) *dbMetrics {
 	m := &dbMetrics{
-		flushes:       prometheus.NewCounter(prometheus.CounterOpts{Name: "tandem_head_flushes_total", Help: "Head ranges written as blocks."}),
-		flushFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "tandem_head_flush_failures_total", Help: "Failed head flushes."}),
-		flushDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tandem_head_flush_duration_seconds", Help: "Time to write a head range as a block, truncate the head and checkpoint the WAL.", Buckets: prometheus.ExponentialBuckets(0.01, 3, 10)}),
-		blocksDeleted: prometheus.NewCounter(prometheus.CounterOpts{Name: "tandem_blocks_deleted_total", Help: "Blocks deleted by retention or replaced by compaction."}),
+		flushes:                prometheus.NewCounter(prometheus.CounterOpts{Name: "tandem_head_flushes_total", Help: "Head ranges written as blocks."}),
+		flushFailures:          prometheus.NewCounter(prometheus.CounterOpts{Name: "tandem_head_flush_failures_total", Help: "Failed head flushes."}),
+		flushDuration:          prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tandem_head_flush_duration_seconds", Help: "Time to write a head range as a block, truncate the head and checkpoint the WAL.", Buckets: prometheus.ExponentialBuckets(0.01, 3, 10)}),
+		blocksDeleted:          prometheus.NewCounter(prometheus.CounterOpts{Name: "tandem_blocks_deleted_total", Help: "Blocks deleted by retention or replaced by compaction."}),
+		compactions:            prometheus.NewCounter(prometheus.CounterOpts{Name: "tandem_compactions_total", Help: "Block merges completed."}),
+		compactionFailures:     prometheus.NewCounter(prometheus.CounterOpts{Name: "tandem_compaction_failures_total", Help: "Block merges that failed."}),
+		compactionDuration:     prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tandem_compaction_duration_seconds", Help: "Time to merge blocks into one.", Buckets: prometheus.ExponentialBuckets(0.01, 3, 10)}),
+		compactionBytesRead:    prometheus.NewCounter(prometheus.CounterOpts{Name: "tandem_compaction_read_bytes_total", Help: "Bytes of the blocks compaction merged."}),
+		compactionBytesWritten: prometheus.NewCounter(prometheus.CounterOpts{Name: "tandem_compaction_written_bytes_total", Help: "Bytes of the blocks compaction wrote."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.flushes, m.flushFailures, m.flushDuration, m.blocksDeleted,
+			m.compactions, m.compactionFailures, m.compactionDuration, m.compactionBytesRead, m.compactionBytesWritten,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tandem_blocks", Help: "Blocks on disk."}, func() float64 {
 				db.mu.RLock()
 				defer db.mu.RUnlock()
@@ -137,6 +152,54 @@ func (db *DB) openBlocks() error {
 		db.blocks = append(db.blocks, &dbBlock{Block: b, dir: p})
 	}
 	db.sortBlocks()
+	return db.dropReplaced()
+}
+
+// dropReplaced deletes blocks that a compacted block already contains (a
+// crash between writing a merged block and deleting its sources).
+func (db *DB) dropReplaced() error {
+	sources := func(m block.Meta) []string {
+		if len(m.Compaction.Sources) == 0 {
+			return []string{m.ULID}
+		}
+		return m.Compaction.Sources
+	}
+	var keep, drop []*dbBlock
+	for _, x := range db.blocks {
+		mx := x.Meta()
+		replaced := false
+		for _, y := range db.blocks {
+			my := y.Meta()
+			if y == x || my.Compaction.Level <= mx.Compaction.Level {
+				continue
+			}
+			have := map[string]bool{}
+			for _, s := range sources(my) {
+				have[s] = true
+			}
+			all := true
+			for _, s := range sources(mx) {
+				all = all && have[s]
+			}
+			if all {
+				replaced = true
+				break
+			}
+		}
+		if replaced {
+			drop = append(drop, x)
+		} else {
+			keep = append(keep, x)
+		}
+	}
+	db.blocks = keep
+	for _, b := range drop {
+		db.logger.Info("deleting a block already merged into a compacted block", "block", b.dir)
+		b.Close()
+		if err := os.RemoveAll(b.dir); err != nil {
+			return fmt.Errorf("delete replaced block %s: %w", b.dir, err)
+		}
+	}
 	return nil
 }
 
@@ -448,6 +511,98 @@ func (db *DB) Delete(context.Context, int64, int64, ...*labels.Matcher) error {
 
 // CleanTombstones is a no-op counterpart of Delete; not supported yet.
 func (db *DB) CleanTombstones() error { return ErrDeleteUnsupported }
+
+func (db *DB) compactionRanges() []int64 {
+	if len(db.opts.CompactionRanges) > 0 {
+		return db.opts.CompactionRanges
+	}
+	rng := db.opts.Head.BlockRange
+	if rng <= 0 {
+		rng = DefaultOptions().BlockRange
+	}
+	return compact.ExponentialRanges(rng, 3, 5)
+}
+
+// Compact merges adjacent blocks into larger ranges (and overlapping blocks
+// into one) as compact.Plan decides, until nothing is left to merge. Queries
+// and ingestion go on meanwhile: a merged block replaces its sources in one
+// step, and the sources are deleted once no querier reads them.
+func (db *DB) Compact() error {
+	db.maintMu.Lock()
+	defer db.maintMu.Unlock()
+	for {
+		safe := db.head.minValid.Load()
+		plans := compact.Plan(db.Blocks(), db.compactionRanges(), safe)
+		if len(plans) == 0 {
+			return nil
+		}
+		for _, plan := range plans {
+			if err := db.compactPlan(plan); err != nil {
+				db.metrics.compactionFailures.Inc()
+				return err
+			}
+		}
+	}
+}
+
+func (db *DB) compactPlan(plan []block.Meta) error {
+	start := time.Now()
+	want := map[string]bool{}
+	for _, m := range plan {
+		want[m.ULID] = true
+	}
+	db.mu.RLock()
+	var srcs []*dbBlock
+	for _, b := range db.blocks {
+		if want[b.Meta().ULID] {
+			b.refs.Add(1)
+			srcs = append(srcs, b)
+		}
+	}
+	db.mu.RUnlock()
+	release := func() {
+		for _, b := range srcs {
+			b.release()
+		}
+	}
+	if len(srcs) != len(plan) {
+		release()
+		return fmt.Errorf("compaction plan names blocks that are gone")
+	}
+	raw := make([]*block.Block, len(srcs))
+	var read int64
+	for i, b := range srcs {
+		raw[i] = b.Block
+		read += dirSize(b.dir)
+	}
+	meta, err := compact.Merge(db.dir, raw, block.WriteOptions{})
+	release()
+	if err != nil {
+		return fmt.Errorf("compact %d blocks: %w", len(srcs), err)
+	}
+	p := filepath.Join(db.dir, meta.ULID)
+	nb, err := block.Open(p)
+	if err != nil {
+		return fmt.Errorf("open compacted block %s: %w", p, err)
+	}
+	db.mu.Lock()
+	keep := db.blocks[:0]
+	for _, b := range db.blocks {
+		if !want[b.Meta().ULID] {
+			keep = append(keep, b)
+		}
+	}
+	db.blocks = append(keep, &dbBlock{Block: nb, dir: p})
+	db.sortBlocks()
+	db.mu.Unlock()
+	db.metrics.compactions.Inc()
+	db.metrics.compactionDuration.Observe(time.Since(start).Seconds())
+	db.metrics.compactionBytesRead.Add(float64(read))
+	db.metrics.compactionBytesWritten.Add(float64(dirSize(p)))
+	db.logger.Info("blocks compacted", "block", meta.ULID, "sources", len(srcs), "mint", meta.MinTime, "maxt", meta.MaxTime,
+		"level", meta.Compaction.Level, "duration", time.Since(start))
+	return db.deleteBlocks(srcs)
+}
 
 // ApplyRetention deletes blocks beyond the retention time and size.
 func (db *DB) ApplyRetention() error {

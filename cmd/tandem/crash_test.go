@@ -303,8 +303,8 @@ func testCrashDurability(t *testing.T, step int64, senders int, args ...string) 
 	p = startTandem(t, dir, args...)
 	l.verify(t, p)
 	if step > 1 {
-		if n := scrapeMetrics(t, p)["tandem_blocks"]; n < 5 {
-			t.Errorf("only %v blocks were flushed: the kills did not exercise flushing", n)
+		if c := blocksCoverage(t, p); c < 5*2000 {
+			t.Errorf("blocks cover only %d ms: the kills did not exercise flushing", c)
 		}
 	}
 }

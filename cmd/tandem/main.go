@@ -86,7 +86,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.limits.MaxLabelValueLength, "remote-write.max-label-value-length", c.limits.MaxLabelValueLength, "Longest label value in bytes.")
 	fs.IntVar(&c.limits.MaxSeriesPerRequest, "remote-write.max-series-per-request", c.limits.MaxSeriesPerRequest, "Most series in one request (0 = unlimited).")
 	fs.BoolVar(&c.enableAdmin, "web.enable-admin-api", false, "Enable /api/v1/admin/tsdb/* (snapshot).")
-	fs.DurationVar(&c.maintInterval, "head.maintenance-interval", 15*time.Second, "How often idle groups are sealed; every fourth time the head is flushed to blocks and retention applied.")
+	fs.DurationVar(&c.maintInterval, "head.maintenance-interval", 15*time.Second, "How often idle groups are sealed; every fourth time the head is flushed to blocks, blocks are compacted and retention applied.")
 	fs.DurationVar(&c.lookback, "query.lookback-delta", 5*time.Minute, "PromQL lookback for instant selectors.")
 	fs.DurationVar(&c.queryTimeout, "query.timeout", 2*time.Minute, "Maximum time a query may take.")
 	fs.IntVar(&c.maxSamples, "query.max-samples", 50_000_000, "Maximum samples a query may load into memory.")
@@ -320,9 +320,12 @@ func runServer(c *config, logger *slog.Logger) error {
 				case <-t.C:
 				}
 				h.SealIdle()
-				if i%4 == 0 { // every minute: flush full block ranges, apply retention
+				if i%4 == 0 { // every minute: flush full block ranges, compact, apply retention
 					if err := h.Flush(false); err != nil {
 						logger.Error("flushing the head to a block failed; will retry", "err", err)
+					}
+					if err := h.Compact(); err != nil {
+						logger.Error("compaction failed; will retry", "err", err)
 					}
 					if err := h.ApplyRetention(); err != nil {
 						logger.Error("retention failed; will retry", "err", err)
