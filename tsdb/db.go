@@ -52,6 +52,7 @@ type DB struct {
 
 	maintMu sync.Mutex // one flush/compaction/retention at a time
 	metrics *dbMetrics
+	tombs   *tombstones
 }
 
 // dbBlock is an open block with a count of the queriers using it, so that
@@ -91,6 +92,12 @@ func OpenDB(dir string, opts DBOptions) (*DB, error) {
 	if err := db.openBlocks(); err != nil {
 		return nil, err
 	}
+	tombs, err := loadTombstones(dir)
+	if err != nil {
+		db.closeBlocks()
+		return nil, err
+	}
+	db.tombs = tombs
 	hopts := opts.Head
 	hopts.MinValidTime = db.blocksMaxTime()
 	h, err := Open(dir, hopts)
@@ -355,11 +362,14 @@ func (db *DB) Querier(mint, maxt int64) (storage.Querier, error) {
 		return nil, err
 	}
 	hq = &closeHook{Querier: hq, done: done}
-	if len(qs) == 0 {
-		return hq, nil
+	var q storage.Querier = hq
+	if len(qs) > 0 {
+		q = storage.NewMergeQuerier(append(qs, hq), nil, storage.ChainedSeriesMerge)
 	}
-	qs = append(qs, hq)
-	return storage.NewMergeQuerier(qs, nil, storage.ChainedSeriesMerge), nil
+	if !db.tombs.empty() {
+		q = &tombstoneQuerier{Querier: q, ts: db.tombs}
+	}
+	return q, nil
 }
 
 // closeHook runs done when the querier is closed.
@@ -500,17 +510,6 @@ func (db *DB) Snapshot(dir string, withHead bool) error {
 	}
 	return nil
 }
-
-// ErrDeleteUnsupported is returned by Delete and CleanTombstones until tombstones exist.
-var ErrDeleteUnsupported = errors.New("deleting series is not supported yet")
-
-// Delete would remove series; not supported yet (the API answers an error).
-func (db *DB) Delete(context.Context, int64, int64, ...*labels.Matcher) error {
-	return ErrDeleteUnsupported
-}
-
-// CleanTombstones is a no-op counterpart of Delete; not supported yet.
-func (db *DB) CleanTombstones() error { return ErrDeleteUnsupported }
 
 func (db *DB) compactionRanges() []int64 {
 	if len(db.opts.CompactionRanges) > 0 {

@@ -395,3 +395,56 @@ func copyDir(t *testing.T, from, to string) {
 		}
 	}
 }
+
+func TestDBDeleteAndCleanTombstones(t *testing.T) {
+	dir := t.TempDir()
+	mod := func(o *DBOptions) { o.Head.BlockRange = time.Hour }
+	db := openDB(t, dir, mod)
+	want := model{}
+	for s := 0; s < 4*240; s++ { // 4 h
+		var b Batch
+		for m := 0; m < 4; m++ {
+			l := series("del", "job", "j", "instance", "i", "m", fmt.Sprint(m))
+			ts := int64(s)*15000 + int64(m/3)*7 // member 3 unaligned
+			b.Series = append(b.Series, BatchSeries{Labels: l, Samples: []Sample{{T: ts, V: float64(s)}}})
+			// Members 1 and 3 lose [1h, 3h]: in blocks and in the head.
+			if (m == 1 || m == 3) && ts >= 3600000 && ts <= 3*3600000 {
+				continue
+			}
+			want.add(l, ts, float64(s))
+		}
+		if _, err := db.AppendBatch(context.Background(), &b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Flush(false); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Delete(context.Background(), 3600000, 3*3600000, labels.MustNewMatcher(labels.MatchRegexp, "m", "1|3")); err != nil {
+		t.Fatal(err)
+	}
+	compareModels(t, want, dbAll(t, db))
+	db.Close()
+	db = openDB(t, dir, mod) // tombstones survive a restart
+	compareModels(t, want, dbAll(t, db))
+	if err := db.CleanTombstones(); err != nil {
+		t.Fatal(err)
+	}
+	compareModels(t, want, dbAll(t, db))
+	// The tombstone still covers head data, so it stays; flush the rest and clean again.
+	if err := db.Flush(true); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CleanTombstones(); err != nil {
+		t.Fatal(err)
+	}
+	if !db.tombs.empty() {
+		t.Fatalf("tombstones left after cleaning: %+v", db.tombs.list)
+	}
+	// Without tombstones, the data read is the rewritten blocks'.
+	compareModels(t, want, dbAll(t, db))
+	db.Close()
+	db = openDB(t, dir, mod)
+	defer db.Close()
+	compareModels(t, want, dbAll(t, db))
+}
