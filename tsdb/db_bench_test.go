@@ -2,14 +2,19 @@ package tsdb
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
 	"testing"
 	"time"
 
+	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/storage"
 	promtsdb "github.com/prometheus/prometheus/tsdb"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+	"github.com/prometheus/prometheus/tsdb/chunks"
 
 	"github.com/tandem-tsdb/tandem/workload"
 )
@@ -115,10 +120,12 @@ func BenchmarkBlockSize(b *testing.B) {
 	})
 }
 
-// BenchmarkOpenDB measures start-up with many blocks on disk (no WAL to replay).
+// BenchmarkOpenDB measures start-up with many blocks on disk (no WAL to
+// replay): tandem's DB next to Prometheus's TSDB holding the same samples in
+// the same number of blocks.
 func BenchmarkOpenDB(b *testing.B) {
-	dir := b.TempDir()
 	scrapes, _ := benchScrapes(b, 4)
+	dir := b.TempDir()
 	db, err := OpenDB(dir, DBOptions{Head: Options{BlockRange: time.Minute, WALSyncInterval: time.Hour, Now: func() int64 { return 1 << 50 }}})
 	if err != nil {
 		b.Fatal(err)
@@ -131,21 +138,95 @@ func BenchmarkOpenDB(b *testing.B) {
 	if err := db.Flush(true); err != nil {
 		b.Fatal(err)
 	}
-	nblocks := len(db.Blocks())
+	metas := db.Blocks()
 	db.Close()
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		db, err := OpenDB(dir, DBOptions{Head: Options{BlockRange: time.Minute, WALSyncInterval: time.Hour}})
-		if err != nil {
+
+	// The same samples as Prometheus blocks, one per tandem block range.
+	pdir := b.TempDir()
+	for _, m := range metas {
+		bySeries := map[string]*promSeries{}
+		var order []string
+		for _, sc := range scrapes {
+			if sc.T < m.MinTime || sc.T >= m.MaxTime {
+				continue
+			}
+			for _, smp := range sc.Samples {
+				k := smp.Labels.String()
+				ps := bySeries[k]
+				if ps == nil {
+					ps = &promSeries{lset: smp.Labels}
+					bySeries[k] = ps
+					order = append(order, k)
+				}
+				ps.samples = append(ps.samples, sample{t: sc.T, f: smp.V})
+			}
+		}
+		var list []storage.Series
+		for _, k := range order {
+			list = append(list, storage.NewListSeries(bySeries[k].lset, bySeries[k].samples.chunks()))
+		}
+		if _, err := promtsdb.CreateBlock(list, pdir, time.Minute.Milliseconds(), slog.New(slog.DiscardHandler)); err != nil {
 			b.Fatal(err)
 		}
-		if len(db.Blocks()) != nblocks {
-			b.Fatalf("%d blocks, want %d", len(db.Blocks()), nblocks)
-		}
-		db.Close()
 	}
-	b.ReportMetric(float64(nblocks), "blocks")
+	b.Run("tandem", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			db, err := OpenDB(dir, DBOptions{Head: Options{BlockRange: time.Minute, WALSyncInterval: time.Hour}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(db.Blocks()) != len(metas) {
+				b.Fatalf("%d blocks, want %d", len(db.Blocks()), len(metas))
+			}
+			db.Close()
+		}
+		b.ReportMetric(float64(len(metas)), "blocks")
+	})
+	b.Run("prometheus", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			opts := promtsdb.DefaultOptions()
+			opts.RetentionDuration = 0
+			pdb, err := promtsdb.Open(pdir, nil, nil, opts, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if n := len(pdb.Blocks()); n != len(metas) {
+				b.Fatalf("%d Prometheus blocks, want %d", n, len(metas))
+			}
+			pdb.Close()
+		}
+		b.ReportMetric(float64(len(metas)), "blocks")
+	})
+}
+
+type sample struct {
+	t int64
+	f float64
+}
+
+func (s sample) T() int64                      { return s.t }
+func (s sample) F() float64                    { return s.f }
+func (s sample) H() *histogram.Histogram       { return nil }
+func (s sample) FH() *histogram.FloatHistogram { return nil }
+func (s sample) ST() int64                     { return 0 }
+func (s sample) Type() chunkenc.ValueType      { return chunkenc.ValFloat }
+func (s sample) Copy() chunks.Sample           { return s }
+
+type samples []sample
+
+func (ss samples) chunks() []chunks.Sample {
+	out := make([]chunks.Sample, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+type promSeries struct {
+	lset    labels.Labels
+	samples samples
 }
 
 // TestFlushReleasesMemory shows that flushing the head to blocks frees its memory.
