@@ -108,15 +108,25 @@ func TestIteratorVerifiesChunks(t *testing.T) {
 	data, _ := os.ReadFile(p)
 	data[len(data)-20-5] ^= 0x10 // inside the last column's data
 	os.WriteFile(p, data, 0o644)
-	b, err := OpenWithOptions(bd, OpenOptions{VerifyChunksOnRead: true})
+	for _, opts := range []OpenOptions{{VerifyChunksOnRead: true}, {}} {
+		// Also by default: each chunk's checksum is checked on its first read.
+		b, err := OpenWithOptions(bd, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			it := b.Iterator(0, 0, 10, nil)
+			if it.Next() != chunkenc.ValNone || it.Err() == nil || !strings.Contains(it.Err().Error(), p) {
+				t.Fatalf("iterator over a corrupt chunk (%+v): err %v", opts, it.Err())
+			}
+		}
+		b.Close()
+	}
+	b, err := Open(bd)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	it := b.Iterator(0, 0, 10, nil)
-	if it.Next() != chunkenc.ValNone || it.Err() == nil || !strings.Contains(it.Err().Error(), p) {
-		t.Fatalf("iterator over a corrupt chunk: err %v", it.Err())
-	}
 	if err := b.Verify(); err == nil || !strings.Contains(err.Error(), p) {
 		t.Fatalf("Verify: %v", err)
 	}

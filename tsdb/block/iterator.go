@@ -114,7 +114,7 @@ func (it *Iterator) load(c *tableCursor, from int64) bool {
 		if cm.maxT < from {
 			continue
 		}
-		body, _, err := it.b.chunkBody(cm.off, it.b.opts.VerifyChunksOnRead)
+		body, _, err := it.b.checkedChunkBody(cm.off)
 		if err != nil {
 			it.err = err
 			return false

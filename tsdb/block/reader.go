@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/prometheus/prometheus/model/labels"
@@ -36,6 +37,7 @@ type Block struct {
 	nseries    int
 	ngroups    int
 	names      []nameEntry
+	verified   sync.Map // chunk offset → struct{}: CRC already checked
 }
 
 // nameEntry is one label name of the label index.
@@ -375,6 +377,24 @@ func (b *Block) groupInfo(g int) (key string, members []uint32, tables [][]chunk
 		return "", nil, nil, fmt.Errorf("%s: group %d: %w: %w", b.indexPath, g, d.err, ErrCorrupt)
 	}
 	return key, members, tables, nil
+}
+
+// checkedChunkBody returns the body of the chunk at off, checking its CRC the
+// first time the chunk is read (or every time with VerifyChunksOnRead): a
+// damaged chunk gives an error, never wrong values, and a chunk shared by a
+// wide group's members is checksummed once, not once per member.
+func (b *Block) checkedChunkBody(off uint64) ([]byte, int, error) {
+	if b.opts.VerifyChunksOnRead {
+		return b.chunkBody(off, true)
+	}
+	if _, ok := b.verified.Load(off); ok {
+		return b.chunkBody(off, false)
+	}
+	body, n, err := b.chunkBody(off, true)
+	if err == nil {
+		b.verified.Store(off, struct{}{})
+	}
+	return body, n, err
 }
 
 // chunkBody returns the body of the chunk at off, checking its CRC if verify is set.
