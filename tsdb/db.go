@@ -8,8 +8,10 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -74,6 +76,7 @@ type dbMetrics struct {
 	compactionDuration     prometheus.Histogram
 	compactionBytesRead    prometheus.Counter
 	compactionBytesWritten prometheus.Counter
+	compactionCPU          prometheus.Counter
 }
 
 // OpenDB opens the storage in dir: blocks first (unreadable ones are moved to
@@ -121,10 +124,11 @@ func newDBMetrics(db *DB, reg prometheus.Registerer) *dbMetrics {
 		compactionDuration:     prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tandem_compaction_duration_seconds", Help: "Time to merge blocks into one.", Buckets: prometheus.ExponentialBuckets(0.01, 3, 10)}),
 		compactionBytesRead:    prometheus.NewCounter(prometheus.CounterOpts{Name: "tandem_compaction_read_bytes_total", Help: "Bytes of the blocks compaction merged."}),
 		compactionBytesWritten: prometheus.NewCounter(prometheus.CounterOpts{Name: "tandem_compaction_written_bytes_total", Help: "Bytes of the blocks compaction wrote."}),
+		compactionCPU:          prometheus.NewCounter(prometheus.CounterOpts{Name: "tandem_compaction_cpu_seconds_total", Help: "CPU time (user and system) spent merging blocks."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.flushes, m.flushFailures, m.flushDuration, m.blocksDeleted,
-			m.compactions, m.compactionFailures, m.compactionDuration, m.compactionBytesRead, m.compactionBytesWritten,
+			m.compactions, m.compactionFailures, m.compactionDuration, m.compactionBytesRead, m.compactionBytesWritten, m.compactionCPU,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tandem_blocks", Help: "Blocks on disk."}, func() float64 {
 				db.mu.RLock()
 				defer db.mu.RUnlock()
@@ -574,7 +578,12 @@ func (db *DB) compactPlan(plan []block.Meta) error {
 		raw[i] = b.Block
 		read += dirSize(b.dir)
 	}
+	// The merge runs on this goroutine: pin it to its thread to measure its CPU.
+	runtime.LockOSThread()
+	cpu0 := threadCPU()
 	meta, err := compact.Merge(db.dir, raw, block.WriteOptions{})
+	db.metrics.compactionCPU.Add(threadCPU() - cpu0)
+	runtime.UnlockOSThread()
 	release()
 	if err != nil {
 		return fmt.Errorf("compact %d blocks: %w", len(srcs), err)
@@ -602,6 +611,18 @@ func (db *DB) compactPlan(plan []block.Meta) error {
 		"level", meta.Compaction.Level, "duration", time.Since(start))
 	return db.deleteBlocks(srcs)
 }
+
+// threadCPU returns the calling thread's CPU time in seconds (0 if unknown).
+func threadCPU() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(rusageThread, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+}
+
+// rusageThread is RUSAGE_THREAD (Linux).
+const rusageThread = 1
 
 // ApplyRetention deletes blocks beyond the retention time and size.
 func (db *DB) ApplyRetention() error {

@@ -71,6 +71,16 @@ func TestBlocksEndToEnd(t *testing.T) {
 		}
 	}
 	check(p, "blocks and head")
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		m := scrapeMetrics(t, p)
+		if m["tandem_compactions_total"] > 0 && m["tandem_compaction_written_bytes_total"] > 0 && m["tandem_compaction_cpu_seconds_total"] > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no compaction visible in /metrics: compactions %v, bytes %v, cpu %v",
+				m["tandem_compactions_total"], m["tandem_compaction_written_bytes_total"], m["tandem_compaction_cpu_seconds_total"])
+		}
+	}
 	var blocks struct {
 		Blocks []struct {
 			ULID    string `json:"ulid"`
