@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/prometheus/model/labels"
-	"github.com/prometheus/prometheus/tsdb/chunkenc"
 )
 
 // soloRowsToUnalign is how many sealed rows a member may create alone, next to
@@ -197,8 +196,10 @@ func (g *group) snapshot(s *memSeries, mint, maxt int64) *seriesData {
 	if s.own != nil {
 		d.own = d.add(d.own, s.own, 0)
 	}
-	if len(s.late) > 0 {
-		d.mergeLate(s.late)
+	for _, l := range s.late {
+		if l.T >= mint && l.T <= maxt {
+			d.late = append(d.late, l)
+		}
 	}
 	return d
 }
@@ -215,29 +216,6 @@ func (s *memSeries) addLate(t int64, v float64) {
 	}
 }
 
-// mergeLate replaces the parts by one sorted run that includes late samples.
-func (d *seriesData) mergeLate(late []Sample) {
-	var all []Sample
-	it := newSeriesIterator(d)
-	for it.Next() != chunkenc.ValNone {
-		t, v := it.At()
-		all = append(all, Sample{T: t, V: v})
-	}
-	for _, l := range late {
-		if l.T < d.mint || l.T > d.maxt {
-			continue
-		}
-		i, found := slices.BinarySearchFunc(all, l.T, func(a Sample, t int64) int { return cmp.Compare(a.T, t) })
-		if !found {
-			all = slices.Insert(all, i, l)
-		}
-	}
-	d.parts, d.own = d.parts[:0], nil
-	if len(all) > 0 {
-		d.parts = append(d.parts, part{samples: all})
-	}
-}
-
 // seriesData is a member's data for one query: the parts in the group's
 // shared table and, if the member was ever unaligned, the parts in its own
 // table. Each list is in time order; the two may interleave in time (a member
@@ -246,6 +224,7 @@ type seriesData struct {
 	mint, maxt int64
 	parts      []part
 	own        []part
+	late       []Sample // accepted out of order, sorted (copied)
 }
 
 // part is either a chunk column or a run of uncompressed samples.
@@ -280,4 +259,4 @@ func (d *seriesData) add(parts []part, tb *table, c int) []part {
 	return parts
 }
 
-func (d *seriesData) empty() bool { return len(d.parts) == 0 && len(d.own) == 0 }
+func (d *seriesData) empty() bool { return len(d.parts) == 0 && len(d.own) == 0 && len(d.late) == 0 }

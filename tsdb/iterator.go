@@ -189,13 +189,14 @@ func (it *partIterator) Seek(t int64) chunkenc.ValueType {
 	return chunkenc.ValNone
 }
 
-// seriesIterator merges a member's shared-table and own-table samples.
+// seriesIterator merges a member's streams in time order: its samples in
+// the group's shared table, in its own table and those accepted out of order.
 type seriesIterator struct {
-	a, o     partIterator
-	aOK, oOK bool // the stream has a current sample
-	started  bool
-	cur      *partIterator
-	only     bool // only one stream: no merging
+	st      [3]partIterator
+	ok      [3]bool // the stream has a current sample
+	n       int     // streams in use
+	started bool
+	cur     *partIterator
 }
 
 var _ chunkenc.Iterator = (*seriesIterator)(nil)
@@ -207,69 +208,79 @@ func newSeriesIterator(d *seriesData) *seriesIterator {
 }
 
 func (it *seriesIterator) reset(d *seriesData) {
-	it.a.reset(d, d.parts)
-	it.o.reset(d, d.own)
-	it.aOK, it.oOK, it.started, it.cur = false, false, false, &it.a
-	it.only = len(d.own) == 0
+	it.st[0].reset(d, d.parts)
+	it.n = 1
+	if len(d.own) > 0 {
+		it.st[it.n].reset(d, d.own)
+		it.n++
+	}
+	if len(d.late) > 0 {
+		it.st[it.n].reset(d, []part{{samples: d.late}})
+		it.n++
+	}
+	it.ok, it.started, it.cur = [3]bool{}, false, &it.st[0]
 }
 
-// pick makes the stream with the smaller current timestamp current.
+// pick makes the stream with the smallest current timestamp current; a
+// timestamp present in several streams (never stored so) is yielded once.
 func (it *seriesIterator) pick() chunkenc.ValueType {
-	switch {
-	case it.aOK && it.oOK:
-		if it.o.t < it.a.t {
-			it.cur = &it.o
-		} else {
-			it.cur = &it.a
-			if it.o.t == it.a.t { // never stored twice; be safe
-				it.oOK = it.o.Next() != chunkenc.ValNone
-			}
+	best := -1
+	for i := 0; i < it.n; i++ {
+		if !it.ok[i] {
+			continue
 		}
-	case it.aOK:
-		it.cur = &it.a
-	case it.oOK:
-		it.cur = &it.o
-	default:
+		if best < 0 || it.st[i].t < it.st[best].t {
+			best = i
+		}
+	}
+	if best < 0 {
 		return chunkenc.ValNone
 	}
+	for i := 0; i < it.n; i++ {
+		if i != best && it.ok[i] && it.st[i].t == it.st[best].t {
+			it.ok[i] = it.st[i].Next() != chunkenc.ValNone
+		}
+	}
+	it.cur = &it.st[best]
 	return chunkenc.ValFloat
 }
 
 // Next implements chunkenc.Iterator.
 func (it *seriesIterator) Next() chunkenc.ValueType {
-	if it.only {
-		return it.a.Next()
+	if it.n == 1 {
+		return it.st[0].Next()
 	}
 	if !it.started {
 		it.started = true
-		it.aOK = it.a.Next() != chunkenc.ValNone
-		it.oOK = it.o.Next() != chunkenc.ValNone
+		for i := 0; i < it.n; i++ {
+			it.ok[i] = it.st[i].Next() != chunkenc.ValNone
+		}
 		return it.pick()
 	}
-	if it.cur == &it.a {
-		it.aOK = it.aOK && it.a.Next() != chunkenc.ValNone
-	} else {
-		it.oOK = it.oOK && it.o.Next() != chunkenc.ValNone
+	for i := 0; i < it.n; i++ {
+		if &it.st[i] == it.cur {
+			it.ok[i] = it.ok[i] && it.st[i].Next() != chunkenc.ValNone
+		}
 	}
 	return it.pick()
 }
 
 // Seek implements chunkenc.Iterator.
 func (it *seriesIterator) Seek(t int64) chunkenc.ValueType {
-	if it.only {
-		return it.a.Seek(t)
+	if it.n == 1 {
+		return it.st[0].Seek(t)
 	}
 	if !it.started {
 		it.started = true
-		it.aOK = it.a.Seek(t) != chunkenc.ValNone
-		it.oOK = it.o.Seek(t) != chunkenc.ValNone
+		for i := 0; i < it.n; i++ {
+			it.ok[i] = it.st[i].Seek(t) != chunkenc.ValNone
+		}
 		return it.pick()
 	}
-	if it.aOK && it.a.t < t {
-		it.aOK = it.a.Seek(t) != chunkenc.ValNone
-	}
-	if it.oOK && it.o.t < t {
-		it.oOK = it.o.Seek(t) != chunkenc.ValNone
+	for i := 0; i < it.n; i++ {
+		if it.ok[i] && it.st[i].t < t {
+			it.ok[i] = it.st[i].Seek(t) != chunkenc.ValNone
+		}
 	}
 	return it.pick()
 }
@@ -295,8 +306,10 @@ func (it *seriesIterator) AtST() int64 { return 0 }
 
 // Err implements chunkenc.Iterator.
 func (it *seriesIterator) Err() error {
-	if err := it.a.err; err != nil {
-		return err
+	for i := 0; i < it.n; i++ {
+		if err := it.st[i].err; err != nil {
+			return err
+		}
 	}
-	return it.o.err
+	return nil
 }
