@@ -435,7 +435,12 @@ func (db *DB) Flush(all bool) error {
 		db.metrics.flushDuration.Observe(time.Since(start).Seconds())
 		flushed = true
 	}
-	if flushed {
+	late, err := db.flushLate(rng)
+	if err != nil {
+		db.metrics.flushFailures.Inc()
+		return err
+	}
+	if flushed || late {
 		if err := db.head.Checkpoint(db.head.minValid.Load()); err != nil {
 			return err
 		}
@@ -443,11 +448,66 @@ func (db *DB) Flush(all bool) error {
 	return nil
 }
 
+// flushLate writes the late samples older than the head (their ranges were
+// flushed already) as out-of-order blocks, one per block range; compaction
+// merges them with the blocks they overlap. It reports whether it wrote any.
+func (db *DB) flushLate(rng int64) (bool, error) {
+	ls := db.head.captureLate(db.head.minValid.Load())
+	if len(ls) == 0 {
+		return false, nil
+	}
+	ranges := map[int64]bool{}
+	for _, l := range ls {
+		for _, smp := range l.samples {
+			ranges[smp.T-((smp.T%rng)+rng)%rng] = true
+		}
+	}
+	starts := make([]int64, 0, len(ranges))
+	for r := range ranges {
+		starts = append(starts, r)
+	}
+	slices.Sort(starts)
+	var added []*dbBlock
+	for _, mint := range starts {
+		groups := lateGroups(ls, mint, mint+rng)
+		meta, err := block.Write(db.dir, mint, mint+rng, func(yield func(*block.Group) error) error {
+			for _, g := range groups {
+				if err := yield(g); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, block.WriteOptions{})
+		if err != nil {
+			return false, fmt.Errorf("write out-of-order block [%d, %d): %w", mint, mint+rng, err)
+		}
+		p := filepath.Join(db.dir, meta.ULID)
+		b, err := block.Open(p)
+		if err != nil {
+			return false, fmt.Errorf("open out-of-order block %s: %w", p, err)
+		}
+		added = append(added, &dbBlock{Block: b, dir: p})
+		db.logger.Info("late samples written to an out-of-order block", "block", meta.ULID, "mint", mint, "maxt", mint+rng, "samples", meta.Stats.NumSamples)
+	}
+	db.mu.Lock()
+	db.blocks = append(db.blocks, added...)
+	db.sortBlocks()
+	older := db.readers
+	db.readers = &sync.WaitGroup{}
+	db.mu.Unlock()
+	older.Wait()
+	db.head.dropLate(ls)
+	return true, nil
+}
+
 func (db *DB) flushRange(mint, maxt int64) error {
 	// From here on the range is closed: late samples for it are refused.
 	db.head.RaiseMinValid(maxt)
+	var exportedLate []lateSeries
 	meta, err := block.Write(db.dir, mint, maxt, func(yield func(*block.Group) error) error {
-		return db.head.ExportRange(mint, maxt, yield)
+		var err error
+		exportedLate, err = db.head.ExportRange(mint, maxt, yield)
+		return err
 	}, block.WriteOptions{})
 	if err != nil {
 		return fmt.Errorf("flush [%d, %d): %w", mint, maxt, err)
@@ -471,6 +531,7 @@ func (db *DB) flushRange(mint, maxt int64) error {
 			"samples", meta.Stats.NumSamples, "series", meta.Stats.NumSeries, "groups", meta.Stats.NumGroups)
 	}
 	db.head.Truncate(maxt)
+	db.head.dropLate(exportedLate)
 	return nil
 }
 
@@ -507,7 +568,7 @@ func (db *DB) Snapshot(dir string, withHead bool) error {
 		return nil
 	}
 	_, err := block.Write(dir, hmin, hmax+1, func(yield func(*block.Group) error) error {
-		return db.head.export(hmin, hmax+1, false, yield)
+		return db.head.export(hmin, hmax+1, false, nil, yield)
 	}, block.WriteOptions{})
 	if err != nil {
 		return fmt.Errorf("snapshot: write head block: %w", err)

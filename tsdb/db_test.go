@@ -2,6 +2,7 @@ package tsdb
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -443,6 +444,98 @@ func TestDBDeleteAndCleanTombstones(t *testing.T) {
 	}
 	// Without tombstones, the data read is the rewritten blocks'.
 	compareModels(t, want, dbAll(t, db))
+	db.Close()
+	db = openDB(t, dir, mod)
+	defer db.Close()
+	compareModels(t, want, dbAll(t, db))
+}
+
+// TestDBLateData: out-of-order samples within a group's window join the head;
+// a lagging target's samples for ranges already flushed go to out-of-order
+// blocks; both are visible at once, survive restarts and merge in compaction.
+func TestDBLateData(t *testing.T) {
+	dir := t.TempDir()
+	const hour = int64(3600000)
+	now := 6 * hour
+	mod := func(o *DBOptions) {
+		o.Head.BlockRange = time.Hour
+		o.Head.Now = func() int64 { return now }
+		o.Head.OutOfOrderWindow = 30 * time.Minute
+		o.Head.LateMaxAge = 5 * time.Hour
+		o.CompactionRanges = []int64{hour, 3 * hour}
+	}
+	db := openDB(t, dir, mod)
+	want := model{}
+	app := func(l labels.Labels, ts int64, v float64) error {
+		res, err := db.AppendBatch(context.Background(), &Batch{Series: []BatchSeries{{Labels: l, Samples: []Sample{{T: ts, V: v}}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Err() == nil {
+			want.add(l, ts, v)
+		}
+		return res.Err()
+	}
+	fast := series("late", "job", "j", "instance", "fast")
+	slow := series("late", "job", "j", "instance", "slow")
+	// The fast target runs to 5.5 h; the slow one stalls after 1 h.
+	for ts := int64(0); ts < 5*hour+hour/2; ts += 15000 {
+		if err := app(fast, ts, float64(ts)); err != nil {
+			t.Fatal(err)
+		}
+		if ts < hour {
+			if err := app(slow, ts, -float64(ts)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := db.Flush(false); err != nil {
+		t.Fatal(err)
+	}
+	if db.head.minValid.Load() < 3*hour {
+		t.Fatalf("head starts at %d: nothing flushed", db.head.minValid.Load())
+	}
+	// Out of order within the fast group's window: accepted into the head.
+	if err := app(fast, 5*hour+hour/4+7, 1); err != nil {
+		t.Fatalf("sample within the out-of-order window: %v", err)
+	}
+	// Beyond the window: refused as out of order.
+	if err := app(fast, 4*hour+7, 1); !errors.Is(err, ErrOutOfOrderSample) {
+		t.Fatalf("sample beyond the window: %v", err)
+	}
+	// The slow target catches up: its samples for flushed ranges are accepted.
+	for ts := hour; ts < 5*hour+hour/2; ts += 15000 {
+		if err := app(slow, ts, -float64(ts)); err != nil {
+			t.Fatalf("lagging target at %d: %v", ts, err)
+		}
+	}
+	// Older than the maximum age: too old.
+	if err := app(series("late", "job", "j", "instance", "ancient"), now-6*hour, 1); !errors.Is(err, ErrTooOldSample) {
+		t.Fatalf("sample beyond the maximum age: %v", err)
+	}
+	compareModels(t, want, dbAll(t, db))
+	db.Close()
+	db = openDB(t, dir, mod) // late samples replayed from the WAL
+	compareModels(t, want, dbAll(t, db))
+	blocksBefore := len(db.Blocks())
+	if err := db.Flush(false); err != nil {
+		t.Fatal(err)
+	}
+	if len(db.Blocks()) <= blocksBefore {
+		t.Fatalf("no out-of-order block written (%d blocks)", len(db.Blocks()))
+	}
+	compareModels(t, want, dbAll(t, db))
+	if err := db.Compact(); err != nil {
+		t.Fatal(err)
+	}
+	compareModels(t, want, dbAll(t, db))
+	for _, a := range db.Blocks() {
+		for _, b := range db.Blocks() {
+			if a.ULID != b.ULID && a.MinTime < b.MaxTime && b.MinTime < a.MaxTime {
+				t.Fatalf("blocks overlap after compaction: %+v and %+v", a, b)
+			}
+		}
+	}
 	db.Close()
 	db = openDB(t, dir, mod)
 	defer db.Close()

@@ -109,11 +109,16 @@ func (d tableData) decode(member func(col int) int) (block.Table, error) {
 // ExportRange calls fn with every group's data in [mint, maxt) (block-range
 // boundaries), decoded for a block writer. Groups without data there are
 // skipped. Open rows of the range are sealed first (the range is closed).
-func (h *Head) ExportRange(mint, maxt int64, fn func(*block.Group) error) error {
-	return h.export(mint, maxt, true, fn)
+// The late samples it exported are returned: the caller drops them once the
+// block is in place (Truncate leaves late samples alone, since more may
+// arrive for the range meanwhile).
+func (h *Head) ExportRange(mint, maxt int64, fn func(*block.Group) error) ([]lateSeries, error) {
+	var exported []lateSeries
+	err := h.export(mint, maxt, true, &exported, fn)
+	return exported, err
 }
 
-func (h *Head) export(mint, maxt int64, seal bool, fn func(*block.Group) error) error {
+func (h *Head) export(mint, maxt int64, seal bool, exported *[]lateSeries, fn func(*block.Group) error) error {
 	type ownData struct {
 		member int
 		d      tableData
@@ -142,6 +147,9 @@ func (h *Head) export(mint, maxt int64, seal bool, fn func(*block.Group) error) 
 				if l.T >= mint && l.T < maxt {
 					od.late = append(od.late, l)
 				}
+			}
+			if len(od.late) > 0 && exported != nil {
+				*exported = append(*exported, lateSeries{s: s, samples: od.late})
 			}
 			if len(od.d.chunks) > 0 || len(od.d.open) > 0 || len(od.late) > 0 {
 				owns = append(owns, od)
@@ -201,4 +209,93 @@ func (h *Head) export(mint, maxt int64, seal bool, fn func(*block.Group) error) 
 		err = fn(bg)
 	})
 	return err
+}
+
+// lateSample is one captured late sample of a series.
+type lateSeries struct {
+	s       *memSeries
+	samples []Sample
+}
+
+// captureLate copies every late sample older than before, per series.
+func (h *Head) captureLate(before int64) []lateSeries {
+	var out []lateSeries
+	h.forEachGroup(func(g *group) {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		for _, s := range g.members {
+			var ls []Sample
+			for _, l := range s.late {
+				if l.T >= before {
+					break
+				}
+				ls = append(ls, l)
+			}
+			if len(ls) > 0 {
+				out = append(out, lateSeries{s: s, samples: ls})
+			}
+		}
+	})
+	return out
+}
+
+// dropLate removes captured late samples (now in blocks) from their series.
+func (h *Head) dropLate(ls []lateSeries) {
+	for _, l := range ls {
+		g := l.s.g
+		g.mu.Lock()
+		drop := map[int64]bool{}
+		for _, smp := range l.samples {
+			drop[smp.T] = true
+		}
+		keep := l.s.late[:0]
+		for _, smp := range l.s.late {
+			if !drop[smp.T] {
+				keep = append(keep, smp)
+			}
+		}
+		clear(l.s.late[len(keep):])
+		l.s.late = keep
+		if len(keep) == 0 {
+			l.s.late = nil
+		}
+		g.mu.Unlock()
+	}
+}
+
+// lateGroups turns captured late samples in [mint, maxt) into block groups:
+// each series an unaligned table of its own in its group.
+func lateGroups(ls []lateSeries, mint, maxt int64) []*block.Group {
+	byGroup := map[*group]*block.Group{}
+	var order []*group
+	for _, l := range ls {
+		var t block.Table
+		col := block.Column{}
+		for _, smp := range l.samples {
+			if smp.T < mint || smp.T >= maxt {
+				continue
+			}
+			col.Rows = append(col.Rows, int32(len(t.Timestamps)))
+			col.Values = append(col.Values, smp.V)
+			t.Timestamps = append(t.Timestamps, smp.T)
+		}
+		if len(t.Timestamps) == 0 {
+			continue
+		}
+		bg := byGroup[l.s.g]
+		if bg == nil {
+			bg = &block.Group{Key: l.s.g.key, Tables: []block.Table{{}}}
+			byGroup[l.s.g] = bg
+			order = append(order, l.s.g)
+		}
+		col.Member = len(bg.Members)
+		bg.Members = append(bg.Members, l.s.lset)
+		t.Columns = []block.Column{col}
+		bg.Tables = append(bg.Tables, t)
+	}
+	out := make([]*block.Group, len(order))
+	for i, g := range order {
+		out[i] = byGroup[g]
+	}
+	return out
 }

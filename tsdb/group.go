@@ -49,10 +49,11 @@ type group struct {
 	members    []*memSeries
 	nUnaligned int
 	lastAppend int64 // wall clock (ms) of the last batch that touched the group
+	maxT       int64 // newest timestamp any member wrote; the out-of-order window trails it
 }
 
 func newGroup(id uint64, key string) *group {
-	return &group{id: id, key: key, aligned: newTable(0)}
+	return &group{id: id, key: key, aligned: newTable(0), maxT: math.MinInt64}
 }
 
 // addMember gives s a column in the group; called with g.mu held.
@@ -77,7 +78,8 @@ const realignAfter = 3
 
 // append adds one sample of member s; called with g.mu held. The head's
 // open window decides when rows are sealed.
-func (g *group) append(s *memSeries, t int64, v float64, window int64, cut chunkCut, stats *headCounters) error {
+func (g *group) append(s *memSeries, t int64, v float64, o appendOpts, stats *headCounters) error {
+	window, cut := o.window, o.cut
 	if t <= s.lastT {
 		if t == s.lastT {
 			if math.Float64bits(v) == math.Float64bits(s.lastV) {
@@ -91,7 +93,17 @@ func (g *group) append(s *memSeries, t int64, v float64, window int64, cut chunk
 			}
 			return ErrDuplicateSample
 		}
+		// Out of order for the series, but within the group's window behind
+		// its newest timestamp: kept aside, merged when read and flushed.
+		if o.ooo > 0 && t >= g.maxT-o.ooo {
+			s.addLate(t, v)
+			stats.late.Add(1)
+			return nil
+		}
 		return ErrOutOfOrderSample
+	}
+	if t > g.maxT {
+		g.maxT = t
 	}
 	if s.unaligned {
 		// A lagging member that caught up lands on its group's open rows
@@ -204,7 +216,30 @@ func (g *group) snapshot(s *memSeries, mint, maxt int64) *seriesData {
 	return d
 }
 
-// addLate keeps a replayed sample that is older than the series' newest one.
+// appendLate places a sample older than the head's range (its block range is
+// already flushed): it is kept aside and written to an out-of-order block.
+// Called with g.mu held.
+func (g *group) appendLate(s *memSeries, t int64, v float64, stats *headCounters) error {
+	i, found := slices.BinarySearchFunc(s.late, t, func(a Sample, t int64) int { return cmp.Compare(a.T, t) })
+	if found {
+		if math.Float64bits(s.late[i].V) == math.Float64bits(v) {
+			return errDupSame
+		}
+		return ErrDuplicateSample
+	}
+	s.addLate(t, v)
+	stats.late.Add(1)
+	return nil
+}
+
+// appendOpts are the head's settings an append needs.
+type appendOpts struct {
+	window int64    // open-row window, ms
+	cut    chunkCut // where chunks end
+	ooo    int64    // out-of-order window behind the group's newest timestamp, ms; 0 disables
+}
+
+// addLate keeps a sample that is older than the series' newest one.
 func (s *memSeries) addLate(t int64, v float64) {
 	i, found := slices.BinarySearchFunc(s.late, t, func(a Sample, t int64) int { return cmp.Compare(a.T, t) })
 	if found {

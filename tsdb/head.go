@@ -50,22 +50,30 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// Now returns the wall clock in milliseconds (tests override it).
 	Now func() int64
-	// MinValidTime: samples older than this are already in blocks; they are
-	// refused when appended and skipped when replayed.
+	// MinValidTime is where the head starts: older ranges are already in blocks.
 	MinValidTime int64
+	// OutOfOrderWindow accepts, per group, samples this far behind the
+	// group's newest timestamp in any order (0 refuses out-of-order samples).
+	OutOfOrderWindow time.Duration
+	// LateMaxAge accepts samples older than the head (their block range is
+	// already flushed) up to this age relative to the wall clock; they go to
+	// out-of-order blocks. 0 refuses them as too old.
+	LateMaxAge time.Duration
 }
 
 // DefaultOptions returns the defaults documented in the README.
 func DefaultOptions() Options {
 	return Options{
-		GroupBy:         []string{"job", "instance"},
-		SenderLabels:    []string{"cluster", "replica", "__replica__"},
-		OpenWindow:      time.Minute,
-		ChunkRows:       120,
-		BlockRange:      2 * time.Hour,
-		MaxFutureSkew:   10 * time.Minute,
-		WALSegmentSize:  128 << 20,
-		WALSyncInterval: time.Second,
+		GroupBy:          []string{"job", "instance"},
+		SenderLabels:     []string{"cluster", "replica", "__replica__"},
+		OpenWindow:       time.Minute,
+		ChunkRows:        120,
+		BlockRange:       2 * time.Hour,
+		MaxFutureSkew:    10 * time.Minute,
+		WALSegmentSize:   128 << 20,
+		WALSyncInterval:  time.Second,
+		OutOfOrderWindow: time.Hour,
+		LateMaxAge:       24 * time.Hour,
 	}
 }
 
@@ -118,6 +126,7 @@ type Head struct {
 type headCounters struct {
 	series, groups, unaligned atomic.Int64
 	appended                  atomic.Int64
+	late                      atomic.Int64 // samples accepted out of order
 }
 
 // Open creates or opens the head in dir, replaying its WAL.
@@ -199,6 +208,10 @@ func (h *Head) walDir() string { return filepath.Join(h.dir, "wal") }
 
 func (h *Head) cut() chunkCut {
 	return chunkCut{rows: h.opts.ChunkRows, blockRange: h.opts.BlockRange.Milliseconds()}
+}
+
+func (h *Head) appendOpts() appendOpts {
+	return appendOpts{window: h.opts.OpenWindow.Milliseconds(), cut: h.cut(), ooo: h.opts.OutOfOrderWindow.Milliseconds()}
 }
 
 // Ready reports whether WAL replay has finished.
@@ -435,7 +448,11 @@ func (h *Head) AppendBatch(_ context.Context, b *Batch) (AppendResult, error) {
 	})
 	now := h.opts.Now()
 	maxT := now + h.opts.MaxFutureSkew.Milliseconds()
-	window := h.opts.OpenWindow.Milliseconds()
+	ao := h.appendOpts()
+	lateMin := int64(math.MaxInt64)
+	if h.opts.LateMaxAge > 0 {
+		lateMin = now - h.opts.LateMaxAge.Milliseconds()
+	}
 	var lo, hi int64 = math.MaxInt64, math.MinInt64
 	for k := 0; k < len(cs.order); {
 		g := cs.series[cs.order[k]].g
@@ -451,11 +468,16 @@ func (h *Head) AppendBatch(_ context.Context, b *Batch) (AppendResult, error) {
 					res.Reject(ErrTooFarInFuture, 1, fmt.Sprintf("series %s at %d", s.lset, smp.T))
 					continue
 				}
+				var err error
 				if smp.T < minValid {
-					res.Reject(ErrTooOldSample, 1, fmt.Sprintf("series %s at %d (data before %d is already in blocks)", s.lset, smp.T, minValid))
-					continue
+					if smp.T < lateMin {
+						res.Reject(ErrTooOldSample, 1, fmt.Sprintf("series %s at %d (older than --storage.late-max-age)", s.lset, smp.T))
+						continue
+					}
+					err = g.appendLate(s, smp.T, smp.V, &h.counters)
+				} else {
+					err = g.append(s, smp.T, smp.V, ao, &h.counters)
 				}
-				err := g.append(s, smp.T, smp.V, window, h.cut(), &h.counters)
 				switch {
 				case err == nil:
 					cs.commit.Samples = append(cs.commit.Samples, record.RefSample{Ref: s.ref, T: smp.T, V: smp.V})
@@ -582,7 +604,7 @@ func (h *Head) replay() (int, error) {
 	var (
 		c       record.Commit
 		n       int
-		window  = h.opts.OpenWindow.Milliseconds()
+		ao      = h.appendOpts()
 		dropped int
 		old     int
 	)
@@ -608,12 +630,17 @@ func (h *Head) replay() (int, error) {
 			if s == nil {
 				return fmt.Errorf("record %d: sample for unknown series %d", n, smp.Ref)
 			}
-			if smp.T < minValid {
-				old++ // already in a block
-				continue
-			}
 			s.g.mu.Lock()
-			err := s.g.append(s, smp.T, smp.V, window, h.cut(), &h.counters)
+			var err error
+			if smp.T < minValid {
+				// Older than the head: a late sample not flushed yet (or, after a
+				// crash during a flush, one already in a block: a duplicate
+				// that compaction merges away).
+				old++
+				err = s.g.appendLate(s, smp.T, smp.V, &h.counters)
+			} else {
+				err = s.g.append(s, smp.T, smp.V, ao, &h.counters)
+			}
 			if errors.Is(err, ErrOutOfOrderSample) {
 				// Acknowledged live, logged in another order: keep it.
 				s.addLate(smp.T, smp.V)
@@ -650,7 +677,7 @@ func (h *Head) replay() (int, error) {
 		h.logger.Warn("WAL replay could not place some samples", "samples", dropped)
 	}
 	if old > 0 {
-		h.logger.Debug("WAL replay skipped samples already in blocks", "samples", old)
+		h.logger.Debug("WAL replay kept samples older than the head aside for out-of-order blocks", "samples", old)
 	}
 	var ce *wal.CorruptionError
 	if errors.As(err, &ce) {

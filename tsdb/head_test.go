@@ -280,7 +280,7 @@ func TestHeadLaggingMember(t *testing.T) {
 }
 
 func TestHeadDuplicatesAndOrder(t *testing.T) {
-	h := openHead(t, t.TempDir(), nil)
+	h := openHead(t, t.TempDir(), func(o *Options) { o.OutOfOrderWindow = 0 })
 	defer h.Close()
 	l := series("x", "job", "j", "instance", "i")
 	app := func(samples ...Sample) AppendResult {

@@ -2,7 +2,6 @@ package tsdb
 
 import (
 	"math"
-	"slices"
 )
 
 // RaiseMinValid refuses samples older than mint from now on (a flush of the
@@ -16,9 +15,10 @@ func (h *Head) RaiseMinValid(mint int64) {
 	}
 }
 
-// Truncate drops the head's data older than mint, which the caller has
-// persisted in a block, and refuses samples older than mint from now on.
-// mint must be a block-range boundary, so no head chunk straddles it.
+// Truncate drops the head's chunks older than mint, which the caller has
+// persisted in a block, and closes the range before mint to in-order samples.
+// mint must be a block-range boundary, so no head chunk straddles it. Late
+// samples are dropped separately (dropLate), once they are in a block.
 func (h *Head) Truncate(mint int64) {
 	h.RaiseMinValid(mint)
 	h.forEachGroup(func(g *group) {
@@ -28,21 +28,6 @@ func (h *Head) Truncate(mint int64) {
 		for _, s := range g.members {
 			if s.own != nil {
 				s.own.dropBefore(mint)
-			}
-			if len(s.late) > 0 {
-				i, _ := slices.BinarySearchFunc(s.late, mint, func(a Sample, t int64) int {
-					switch {
-					case a.T < t:
-						return -1
-					case a.T > t:
-						return 1
-					}
-					return 0
-				})
-				s.late = slices.Clone(s.late[i:])
-				if len(s.late) == 0 {
-					s.late = nil
-				}
 			}
 			switch {
 			case s.lastT < mint:
