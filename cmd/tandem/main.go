@@ -46,6 +46,8 @@ type config struct {
 	openWindow    time.Duration
 	chunkRows     int
 	maxFutureSkew time.Duration
+	oooWindow     time.Duration
+	lateMaxAge    time.Duration
 	walSync       time.Duration
 	walSegment    int64
 	blockRange    time.Duration
@@ -74,6 +76,8 @@ func parseFlags(args []string) (*config, error) {
 	fs.DurationVar(&c.openWindow, "head.open-window", def.OpenWindow, "How long behind a group's newest timestamp rows stay open for members arriving in other requests.")
 	fs.IntVar(&c.chunkRows, "head.chunk-rows", def.ChunkRows, "Rows per compressed head chunk.")
 	fs.DurationVar(&c.maxFutureSkew, "storage.max-future-skew", def.MaxFutureSkew, "Reject samples further than this ahead of the wall clock.")
+	fs.DurationVar(&c.oooWindow, "storage.out-of-order-window", def.OutOfOrderWindow, "Per group, accept samples this far behind the group's newest timestamp in any order; 0 refuses out-of-order samples.")
+	fs.DurationVar(&c.lateMaxAge, "storage.late-max-age", def.LateMaxAge, "Accept samples for time ranges already flushed to blocks up to this age (written to out-of-order blocks); 0 refuses them as too old.")
 	fs.DurationVar(&c.walSync, "storage.wal.sync-interval", def.WALSyncInterval, "fsync the WAL at this interval (group commit); 0 fsyncs before every acknowledgement.")
 	fs.Int64Var(&c.walSegment, "storage.wal.segment-size", def.WALSegmentSize, "WAL segment size in bytes.")
 	fs.DurationVar(&c.blockRange, "storage.block-range", def.BlockRange, "Time range of a block; the head is flushed into blocks of this range, aligned to multiples of it.")
@@ -211,6 +215,8 @@ func runServer(c *config, logger *slog.Logger) error {
 	opts.OpenWindow = c.openWindow
 	opts.ChunkRows = c.chunkRows
 	opts.MaxFutureSkew = c.maxFutureSkew
+	opts.OutOfOrderWindow = c.oooWindow
+	opts.LateMaxAge = c.lateMaxAge
 	opts.WALSyncInterval = c.walSync
 	opts.WALSegmentSize = c.walSegment
 	opts.BlockRange = c.blockRange
