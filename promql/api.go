@@ -114,6 +114,16 @@ type APIOptions struct {
 	Admin Admin
 	// DataDir is where snapshots are written (<DataDir>/snapshots/<name>).
 	DataDir string
+	// Rules serves /api/v1/rules and /api/v1/alerts; nil answers like a Prometheus without rule files.
+	Rules v1.RulesRetriever
+	// Alertmanagers serves /api/v1/alertmanagers; nil answers empty lists.
+	Alertmanagers v1.AlertmanagerRetriever
+	// RegisterFeatures, when set, adds entries (e.g. the rule manager's) to /api/v1/features.
+	RegisterFeatures func(features.Collector)
+	// LastReload, when set, reports the last rule reload's success and time in /api/v1/status/runtimeinfo.
+	LastReload func() (ok bool, loaded time.Time)
+	// Flags are extra entries for /api/v1/status/flags (e.g. the rule and Alertmanager flags).
+	Flags map[string]string
 }
 
 // Admin is the storage's administration interface behind /api/v1/admin/tsdb.
@@ -163,7 +173,8 @@ func (o APIOptions) withDefaults() APIOptions {
 //
 // Admin endpoints are disabled (500, errorType "unavailable", "admin APIs
 // disabled", exactly like Prometheus without --web.enable-admin-api). Scrape, alertmanager, rule and
-// notification endpoints answer empty, valid data.
+// notification endpoints answer empty, valid data unless opts.Rules and
+// opts.Alertmanagers are set.
 func NewAPIHandler(opts APIOptions, engine *prompromql.Engine) (http.Handler, error) {
 	if opts.Queryable == nil {
 		return nil, errors.New("promql API: nil Queryable")
@@ -188,6 +199,18 @@ func NewAPIHandler(opts APIOptions, engine *prompromql.Engine) (http.Handler, er
 		featureRegistry.Set(features.API, name, enabled)
 	}
 
+	if opts.RegisterFeatures != nil {
+		opts.RegisterFeatures(featureRegistry)
+	}
+	var rulesRetriever v1.RulesRetriever = noRules{}
+	if opts.Rules != nil {
+		rulesRetriever = opts.Rules
+	}
+	var amRetriever v1.AlertmanagerRetriever = noAlertmanagers{}
+	if opts.Alertmanagers != nil {
+		amRetriever = opts.Alertmanagers
+	}
+
 	ready := readyFunc(opts.Ready)
 	stats := adminStats{stats: opts.Stats, startTime: opts.StartTime, blocks: opts.Blocks, admin: opts.Admin}
 	defaultConfig := config.DefaultConfig
@@ -199,6 +222,9 @@ func NewAPIHandler(opts APIOptions, engine *prompromql.Engine) (http.Handler, er
 		"query.max-concurrency": strconv.Itoa(opts.MaxConcurrentQueries),
 		"web.enable-admin-api":  "false",
 	}
+	for k, v := range opts.Flags {
+		flags[k] = v
+	}
 
 	api := v1.NewAPI(
 		engine,
@@ -207,7 +233,7 @@ func NewAPIHandler(opts APIOptions, engine *prompromql.Engine) (http.Handler, er
 		noExemplars{},
 		func(context.Context) v1.ScrapePoolsRetriever { return noTargets{} },
 		func(context.Context) v1.TargetRetriever { return noTargets{} },
-		func(context.Context) v1.AlertmanagerRetriever { return noAlertmanagers{} },
+		func(context.Context) v1.AlertmanagerRetriever { return amRetriever },
 		func() config.Config { return defaultConfig },
 		flags,
 		v1.GlobalURLOptions{},
@@ -218,13 +244,13 @@ func NewAPIHandler(opts APIOptions, engine *prompromql.Engine) (http.Handler, er
 		false, // enableSearch
 		0,     // maxSearchLimit
 		logger,
-		func(context.Context) v1.RulesRetriever { return noRules{} },
+		func(context.Context) v1.RulesRetriever { return rulesRetriever },
 		remoteReadSampleLimit,
 		remoteReadConcurrencyLimit,
 		remoteReadMaxBytesInFrame,
 		false, // isAgent
 		corsOrigin,
-		runtimeInfoFunc(birth),
+		runtimeInfoFunc(birth, opts.LastReload),
 		&v1.PrometheusVersion{
 			Version:   opts.Version,
 			Revision:  opts.Revision,

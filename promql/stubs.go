@@ -179,8 +179,9 @@ func noNotificationsSub() (<-chan notifications.Notification, func(), bool) {
 }
 
 // runtimeInfoFunc returns the /api/v1/status/runtimeinfo source, modelled on
-// Prometheus's web.Handler.runtimeInfo.
-func runtimeInfoFunc(birth time.Time) func() (v1.RuntimeInfo, error) {
+// Prometheus's web.Handler.runtimeInfo; lastReload (may be nil) reports the
+// rule reloads as Prometheus reports its configuration reloads.
+func runtimeInfoFunc(birth time.Time, lastReload func() (bool, time.Time)) func() (v1.RuntimeInfo, error) {
 	cwd, err := os.Getwd()
 	if err != nil {
 		cwd = "<error retrieving current working directory>"
@@ -197,6 +198,9 @@ func runtimeInfoFunc(birth time.Time) func() (v1.RuntimeInfo, error) {
 			GOMEMLIMIT:          debug.SetMemoryLimit(-1),
 			GOGC:                os.Getenv("GOGC"),
 			GODEBUG:             os.Getenv("GODEBUG"),
+		}
+		if lastReload != nil {
+			info.ReloadConfigSuccess, info.LastConfigTime = lastReload()
 		}
 		hostname, err := os.Hostname()
 		if err != nil {
