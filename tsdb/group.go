@@ -50,6 +50,13 @@ type group struct {
 	nUnaligned int
 	lastAppend int64 // wall clock (ms) of the last batch that touched the group
 	maxT       int64 // newest timestamp any member wrote; the out-of-order window trails it
+
+	// HA pair deduplication: the replica whose samples the group takes, when
+	// it was last seen (wall clock, ms), and after a failover the newest
+	// timestamp the previous replica wrote (the new one's older samples are dropped).
+	haReplica string
+	haSeen    int64
+	haCutoff  int64
 }
 
 func newGroup(id uint64, key string) *group {
@@ -230,6 +237,25 @@ func (g *group) appendLate(s *memSeries, t int64, v float64, stats *headCounters
 	s.addLate(t, v)
 	stats.late.Add(1)
 	return nil
+}
+
+// haAccept decides, per group, whether samples from an HA replica are
+// written: the first replica seen is elected; another replica takes over once
+// the elected one was silent for longer than failover; samples of a replica
+// that is not elected are dropped. It returns the timestamp up to which the
+// elected replica's samples are dropped (after a failover). Called with g.mu held.
+func (g *group) haAccept(replica string, now, failover int64) (bool, int64) {
+	switch {
+	case g.haReplica == replica:
+	case g.haReplica == "":
+		g.haReplica, g.haCutoff = replica, math.MinInt64
+	case now-g.haSeen > failover:
+		g.haReplica, g.haCutoff = replica, g.maxT
+	default:
+		return false, 0
+	}
+	g.haSeen = now
+	return true, g.haCutoff
 }
 
 // appendOpts are the head's settings an append needs.

@@ -59,21 +59,29 @@ type Options struct {
 	// already flushed) up to this age relative to the wall clock; they go to
 	// out-of-order blocks. 0 refuses them as too old.
 	LateMaxAge time.Duration
+	// HAReplicaLabel names the label that tells the replicas of an HA pair
+	// apart (removed from stored series); "" disables deduplication.
+	HAReplicaLabel string
+	// HAFailoverTimeout is how long a group's elected replica may be silent
+	// before another replica of the pair takes over.
+	HAFailoverTimeout time.Duration
 }
 
 // DefaultOptions returns the defaults documented in the README.
 func DefaultOptions() Options {
 	return Options{
-		GroupBy:          []string{"job", "instance"},
-		SenderLabels:     []string{"cluster", "replica", "__replica__"},
-		OpenWindow:       time.Minute,
-		ChunkRows:        120,
-		BlockRange:       2 * time.Hour,
-		MaxFutureSkew:    10 * time.Minute,
-		WALSegmentSize:   128 << 20,
-		WALSyncInterval:  time.Second,
-		OutOfOrderWindow: time.Hour,
-		LateMaxAge:       24 * time.Hour,
+		GroupBy:           []string{"job", "instance"},
+		SenderLabels:      []string{"cluster", "replica", "__replica__"},
+		OpenWindow:        time.Minute,
+		ChunkRows:         120,
+		BlockRange:        2 * time.Hour,
+		MaxFutureSkew:     10 * time.Minute,
+		WALSegmentSize:    128 << 20,
+		WALSyncInterval:   time.Second,
+		OutOfOrderWindow:  time.Hour,
+		LateMaxAge:        24 * time.Hour,
+		HAReplicaLabel:    "__replica__",
+		HAFailoverTimeout: 30 * time.Second,
 	}
 }
 
@@ -127,6 +135,7 @@ type headCounters struct {
 	series, groups, unaligned atomic.Int64
 	appended                  atomic.Int64
 	late                      atomic.Int64 // samples accepted out of order
+	haDeduped                 atomic.Int64 // samples of an HA replica that was not elected
 }
 
 // Open creates or opens the head in dir, replaying its WAL.
@@ -393,10 +402,11 @@ func (h *Head) seriesByRef(ref uint64) *memSeries {
 
 // commitState is the reusable per-batch scratch space.
 type commitState struct {
-	series []*memSeries
-	order  []int
-	commit record.Commit
-	buf    []byte
+	series  []*memSeries
+	replica []string // HA replica of each batch series ("" when none)
+	order   []int
+	commit  record.Commit
+	buf     []byte
 }
 
 // AppendBatch writes a batch: each group's samples are placed under that
@@ -410,6 +420,7 @@ func (h *Head) AppendBatch(_ context.Context, b *Batch) (AppendResult, error) {
 	defer h.commitPool.Put(cs)
 	cs.commit.Reset()
 	cs.series = cs.series[:0]
+	cs.replica = cs.replica[:0]
 	cs.order = cs.order[:0]
 
 	for i := range b.Series {
@@ -423,15 +434,27 @@ func (h *Head) AppendBatch(_ context.Context, b *Batch) (AppendResult, error) {
 			}
 			cs.order = append(cs.order, i)
 		default:
+			lset, replica := bs.Labels, ""
+			if rl := h.opts.HAReplicaLabel; rl != "" {
+				if replica = lset.Get(rl); replica != "" {
+					// An HA pair's replicas write the same series: drop the
+					// replica label; each group elects one replica below.
+					lset = labels.NewBuilder(lset).Del(rl).Labels()
+				}
+			}
 			var err error
-			if s, err = h.getOrCreate(bs.Labels, 0); err != nil {
+			if s, err = h.getOrCreate(lset, 0); err != nil {
 				res.Reject(ErrInvalidLabels, len(bs.Samples), err.Error())
 			} else {
 				cs.order = append(cs.order, i)
-				if bs.RawHash != 0 {
+				if bs.RawHash != 0 && replica == "" {
 					h.rememberRaw(bs.RawHash, s)
 				}
 			}
+			for len(cs.replica) < i {
+				cs.replica = append(cs.replica, "")
+			}
+			cs.replica = append(cs.replica, replica)
 		}
 		cs.series = append(cs.series, s)
 	}
@@ -463,7 +486,26 @@ func (h *Head) AppendBatch(_ context.Context, b *Batch) (AppendResult, error) {
 		minValid := h.minValid.Load()
 		for ; k < len(cs.order) && cs.series[cs.order[k]].g == g; k++ {
 			s := cs.series[cs.order[k]]
+			haCutoff := int64(math.MinInt64)
+			if i := cs.order[k]; i < len(cs.replica) && cs.replica[i] != "" {
+				keep, cutoff := g.haAccept(cs.replica[i], now, h.opts.HAFailoverTimeout.Milliseconds())
+				if !keep {
+					// The other replica of the pair is active: these samples are
+					// already written by it (accepted, not stored again).
+					n := len(b.Series[i].Samples)
+					res.SamplesWritten += n
+					h.counters.haDeduped.Add(int64(n))
+					continue
+				}
+				haCutoff = cutoff
+			}
 			for _, smp := range b.Series[cs.order[k]].Samples {
+				if smp.T <= haCutoff {
+					// Failover: the old replica already wrote up to the cutoff.
+					res.SamplesWritten++
+					h.counters.haDeduped.Add(1)
+					continue
+				}
 				if smp.T > maxT {
 					res.Reject(ErrTooFarInFuture, 1, fmt.Sprintf("series %s at %d", s.lset, smp.T))
 					continue

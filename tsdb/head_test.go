@@ -714,3 +714,98 @@ func TestHeadTruncate(t *testing.T) {
 		t.Fatalf("head min time %d after truncation", st.MinTime)
 	}
 }
+
+// TestHeadHAFailover: two replicas of an HA pair write the same series; each
+// group takes one replica, fails over after the timeout, and the result
+// equals a single replica's in-order delivery: nothing lost, nothing doubled.
+func TestHeadHAFailover(t *testing.T) {
+	now := int64(1_000_000)
+	h := openHead(t, t.TempDir(), func(o *Options) {
+		o.Now = func() int64 { return now }
+		o.HAFailoverTimeout = 30 * time.Second
+	})
+	defer h.Close()
+	ls := func(replica, target string) labels.Labels {
+		return labels.FromStrings("__name__", "up", "__replica__", replica, "cluster", "eu", "instance", target, "job", "node")
+	}
+	want := model{}
+	stored := func(target string) labels.Labels {
+		return labels.FromStrings("__name__", "up", "cluster", "eu", "instance", target, "job", "node")
+	}
+	send := func(replica string, ts int64, targets ...string) {
+		// One request carrying both targets' series, as a sender would.
+		var b Batch
+		for _, tg := range targets {
+			b.Series = append(b.Series, BatchSeries{Labels: ls(replica, tg), Samples: []Sample{{T: ts, V: float64(ts)}}})
+		}
+		res, err := h.AppendBatch(context.Background(), &b)
+		if err != nil || res.Err() != nil || res.SamplesWritten != len(targets) {
+			t.Fatalf("replica %s at %d: %v %v, %d written", replica, ts, err, res.Err(), res.SamplesWritten)
+		}
+	}
+	// Both replicas scrape every 10 s, B 3 s after A. A is elected.
+	for i := int64(0); i < 10; i++ {
+		send("a", i*10000, "t1", "t2")
+		send("b", i*10000+3000, "t1", "t2")
+		want.add(stored("t1"), i*10000, float64(i*10000))
+		want.add(stored("t2"), i*10000, float64(i*10000))
+		now += 10000
+	}
+	// A stops; B goes on. After the failover timeout B takes over, from
+	// after A's last sample on.
+	for i := int64(10); i < 20; i++ {
+		send("b", i*10000+3000, "t1", "t2")
+		if now-(1_000_000+9*10000) > 30000 { // B elected once A (last seen at the 10th scrape) was silent 30 s
+			want.add(stored("t1"), i*10000+3000, float64(i*10000+3000))
+			want.add(stored("t2"), i*10000+3000, float64(i*10000+3000))
+		}
+		now += 10000
+	}
+	// A returns: B stays elected, A's samples are dropped.
+	for i := int64(20); i < 25; i++ {
+		send("a", i*10000, "t1")
+		send("b", i*10000+3000, "t1", "t2")
+		want.add(stored("t1"), i*10000+3000, float64(i*10000+3000))
+		want.add(stored("t2"), i*10000+3000, float64(i*10000+3000))
+		now += 10000
+	}
+	compareModels(t, want, readAll(t, h, math.MinInt64, math.MaxInt64))
+	if h.counters.haDeduped.Load() == 0 {
+		t.Fatal("nothing deduplicated")
+	}
+	if n := h.counters.groups.Load(); n != 2 {
+		t.Fatalf("%d groups, want one per target and cluster (2)", n)
+	}
+}
+
+// TestHeadHAPerGroup: one request carries both replicas' series; each group
+// keeps the replica it elected.
+func TestHeadHAPerGroup(t *testing.T) {
+	h := openHead(t, t.TempDir(), nil)
+	defer h.Close()
+	l := func(replica, target string) labels.Labels {
+		return labels.FromStrings("__name__", "up", "__replica__", replica, "cluster", "eu", "instance", target, "job", "node")
+	}
+	app := func(bs ...BatchSeries) {
+		if res, err := h.AppendBatch(context.Background(), &Batch{Series: bs}); err != nil || res.Err() != nil {
+			t.Fatal(err, res.Err())
+		}
+	}
+	app(BatchSeries{Labels: l("b", "t3"), Samples: []Sample{{T: 1000, V: 1}}}) // t3 elects b
+	app(BatchSeries{Labels: l("a", "t4"), Samples: []Sample{{T: 1000, V: 1}}}) // t4 elects a
+	app(
+		BatchSeries{Labels: l("a", "t3"), Samples: []Sample{{T: 2000, V: 100}}},
+		BatchSeries{Labels: l("b", "t3"), Samples: []Sample{{T: 2001, V: 2}}},
+		BatchSeries{Labels: l("a", "t4"), Samples: []Sample{{T: 2000, V: 2}}},
+		BatchSeries{Labels: l("b", "t4"), Samples: []Sample{{T: 2001, V: 100}}},
+	)
+	want := model{}
+	st := func(target string) labels.Labels {
+		return labels.FromStrings("__name__", "up", "cluster", "eu", "instance", target, "job", "node")
+	}
+	want.add(st("t3"), 1000, 1)
+	want.add(st("t3"), 2001, 2)
+	want.add(st("t4"), 1000, 1)
+	want.add(st("t4"), 2000, 2)
+	compareModels(t, want, readAll(t, h, math.MinInt64, math.MaxInt64))
+}

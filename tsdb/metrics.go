@@ -40,6 +40,12 @@ func newHeadMetrics(h *Head, reg prometheus.Registerer) *headMetrics {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "tandem_head_samples_appended_total", Help: "Samples appended to the head and logged to the WAL.",
 		}, func() float64 { return float64(h.counters.appended.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "tandem_head_out_of_order_samples_total", Help: "Samples accepted out of order (within a group's window, or late for a flushed range).",
+		}, func() float64 { return float64(h.counters.late.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "tandem_ha_deduplicated_samples_total", Help: "Samples of an HA replica that was not the one elected for its group (accepted, not stored).",
+		}, func() float64 { return float64(h.counters.haDeduped.Load()) }),
 		gauge("tandem_head_min_time_seconds", "Oldest sample timestamp in the head.", func() float64 {
 			if v := h.minT.Load(); v <= h.maxT.Load() {
 				return float64(v) / 1000
