@@ -156,3 +156,68 @@ func BenchmarkHeadAppend(b *testing.B) {
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*samples), "ns/sample")
 	})
 }
+
+// BenchmarkHeadAppendOutOfOrder compares in-order ingestion with the same
+// samples where 10% arrive two scrapes late (out of order, within the window).
+func BenchmarkHeadAppendOutOfOrder(b *testing.B) {
+	const targets, perTarget, shards, scrapes = 20, 500, 8, 40
+	build := func(oooEvery int) ([]Batch, int) {
+		w := newBenchWorkload(targets, perTarget, shards)
+		rng := rand.New(rand.NewSource(1))
+		var reqs []Batch
+		held := map[int][]BatchSeries{} // scrape index → delayed series
+		n := 0
+		for s := 0; s < scrapes; s++ {
+			bs := w.scrape(int64(s)*15000, rng, nil)
+			for _, bt := range bs {
+				var keep []BatchSeries
+				for i, ser := range bt.Series {
+					if oooEvery > 0 && (i+s)%oooEvery == 0 && s+2 < scrapes {
+						held[s+2] = append(held[s+2], ser)
+						continue
+					}
+					keep = append(keep, ser)
+				}
+				keep = append(keep, held[s]...)
+				delete(held, s)
+				for len(keep) > 0 {
+					k := min(2000, len(keep))
+					reqs = append(reqs, Batch{Series: keep[:k]})
+					n += k
+					keep = keep[k:]
+				}
+			}
+		}
+		return reqs, n
+	}
+	run := func(b *testing.B, reqs []Batch, samples int) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			b.StopTimer()
+			opts := DefaultOptions()
+			opts.WALSyncInterval = 1 << 40
+			opts.Now = func() int64 { return 1 << 50 }
+			h, err := Open(b.TempDir(), opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+			for j := range reqs {
+				if res, err := h.AppendBatch(context.Background(), &reqs[j]); err != nil || res.Err() != nil {
+					b.Fatal(err, res.Err())
+				}
+			}
+			b.StopTimer()
+			if h.counters.appended.Load() != int64(samples) {
+				b.Fatalf("%d appended, want %d", h.counters.appended.Load(), samples)
+			}
+			h.Close()
+			b.StartTimer()
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*samples), "ns/sample")
+	}
+	inOrder, n1 := build(0)
+	ooo, n2 := build(10)
+	b.Run("in-order", func(b *testing.B) { run(b, inOrder, n1) })
+	b.Run("10pct-out-of-order", func(b *testing.B) { run(b, ooo, n2) })
+}

@@ -103,8 +103,17 @@ func (g *group) append(s *memSeries, t int64, v float64, o appendOpts, stats *he
 		// Out of order for the series, but within the group's window behind
 		// its newest timestamp: kept aside, merged when read and flushed.
 		if o.ooo > 0 && t >= g.maxT-o.ooo {
-			s.addLate(t, v)
 			stats.late.Add(1)
+			if !s.unaligned && t > g.aligned.sealedMaxT {
+				// Its row is still open: the common case stays an append.
+				r, _ := g.aligned.rowFor(t)
+				g.aligned.set(r, s.col, v)
+				if t < s.minT {
+					s.minT = t
+				}
+				return nil
+			}
+			s.addLate(t, v)
 			return nil
 		}
 		return ErrOutOfOrderSample
@@ -196,6 +205,32 @@ func (g *group) onSeal(r *row, prevHas func(int) bool, stats *headCounters) {
 
 // lookup finds member s's value at t; called with g.mu held.
 func (g *group) lookup(s *memSeries, t int64) (float64, bool) {
+	if i, found := slices.BinarySearchFunc(s.late, t, func(a Sample, t int64) int { return cmp.Compare(a.T, t) }); found {
+		return s.late[i].V, true
+	}
+	// Newer than a table's sealed rows, t can only be in its open rows: no
+	// chunk to decode (the common case of a sample a few scrapes late).
+	inChunks := false
+	for _, tc := range [2]struct {
+		tb  *table
+		col int
+	}{{g.aligned, s.col}, {s.own, 0}} {
+		if tc.tb == nil {
+			continue
+		}
+		if t <= tc.tb.sealedMaxT {
+			inChunks = true
+			continue
+		}
+		for i := len(tc.tb.open) - 1; i >= 0 && tc.tb.open[i].t >= t; i-- {
+			if r := tc.tb.open[i]; r.t == t && r.has(tc.col) {
+				return r.vals[tc.col], true
+			}
+		}
+	}
+	if !inChunks {
+		return 0, false
+	}
 	it := newSeriesIterator(g.snapshot(s, t, t))
 	if it.Next() != 0 && it.AtT() == t {
 		_, v := it.At()

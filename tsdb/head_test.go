@@ -809,3 +809,48 @@ func TestHeadHAPerGroup(t *testing.T) {
 	want.add(st("t4"), 2000, 2)
 	compareModels(t, want, readAll(t, h, math.MinInt64, math.MaxInt64))
 }
+
+// TestHeadShuffledWithinWindow delivers a group's samples shuffled within
+// the out-of-order window: the result equals in-order delivery, in the head
+// and after a restart.
+func TestHeadShuffledWithinWindow(t *testing.T) {
+	dir := t.TempDir()
+	mod := func(o *Options) { o.OutOfOrderWindow = 10 * time.Minute; o.ChunkRows = 32 }
+	h := openHead(t, dir, mod)
+	rng := rand.New(rand.NewSource(4))
+	type item struct {
+		l labels.Labels
+		s Sample
+	}
+	var all []item
+	want := model{}
+	for sc := 0; sc < 600; sc++ {
+		for m := 0; m < 8; m++ {
+			l := series("shuf", "job", "j", "instance", "i", "m", fmt.Sprint(m))
+			ts := int64(sc) * 15000
+			v := float64(sc*m) + 0.5
+			all = append(all, item{l, Sample{T: ts, V: v}})
+			want.add(l, ts, v)
+		}
+	}
+	// Shuffle within windows of 20 scrapes (5 minutes), then deliver in batches.
+	const w = 20 * 8
+	for i := 0; i < len(all); i += w {
+		end := min(i+w, len(all))
+		rng.Shuffle(end-i, func(a, b int) { all[i+a], all[i+b] = all[i+b], all[i+a] })
+	}
+	for i := 0; i < len(all); i += 37 {
+		var b Batch
+		for _, it := range all[i:min(i+37, len(all))] {
+			b.Series = append(b.Series, BatchSeries{Labels: it.l, Samples: []Sample{it.s}})
+		}
+		if res, err := h.AppendBatch(context.Background(), &b); err != nil || res.Err() != nil {
+			t.Fatal(err, res.Err())
+		}
+	}
+	compareModels(t, want, readAll(t, h, math.MinInt64, math.MaxInt64))
+	h.Close()
+	h2 := openHead(t, dir, mod)
+	defer h2.Close()
+	compareModels(t, want, readAll(t, h2, math.MinInt64, math.MaxInt64))
+}
