@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/value"
 )
 
 // soloRowsToUnalign is how many sealed rows a member may create alone, next to
@@ -32,9 +33,12 @@ type memSeries struct {
 	lastT     int64
 	lastV     float64
 	solo      int
-	// late holds samples that WAL replay found behind the series' newest one
-	// (two concurrent requests for one series logged in the other order than
-	// they were applied). Sorted; merged into every snapshot.
+	// missed counts consecutive sealed rows without the member (staleness
+	// inference); -1 once a marker was written.
+	missed int
+	// late holds samples accepted out of order that could not join an open
+	// row (older than the open window or the head, or logged to the WAL in
+	// another order than applied). Sorted; merged into every read.
 	late []Sample
 }
 
@@ -50,6 +54,7 @@ type group struct {
 	nUnaligned int
 	lastAppend int64 // wall clock (ms) of the last batch that touched the group
 	maxT       int64 // newest timestamp any member wrote; the out-of-order window trails it
+	inferStale int   // rows a member may miss before it is marked stale; 0 = off
 
 	// HA pair deduplication: the replica whose samples the group takes, when
 	// it was last seen (wall clock, ms), and after a failover the newest
@@ -182,6 +187,9 @@ func (g *group) unalign(s *memSeries, stats *headCounters) {
 func (g *group) onSeal(r *row, prevHas func(int) bool, stats *headCounters) {
 	prevN := g.aligned.rowsSealed
 	g.aligned.rowsSealed = r.n
+	if g.inferStale > 0 && r.n >= 2 && 2*r.n >= prevN {
+		g.inferStaleness(r, stats)
+	}
 	if r.n != 1 || prevN < 2 {
 		return
 	}
@@ -200,6 +208,33 @@ func (g *group) onSeal(r *row, prevHas func(int) bool, stats *headCounters) {
 	if s.solo >= soloRowsToUnalign {
 		g.unalign(s, stats)
 		s.matchRun = -soloRowsToUnalign // a member on its own schedule: be slower to realign
+	}
+}
+
+// inferStaleness marks members stale that a sender without staleness markers
+// stopped sending: a member missing from inferStale consecutive sealed rows
+// that the group did fill (the target was scraped) gets a staleness marker
+// in the last of them. Called with g.mu held, before r is encoded.
+func (g *group) inferStaleness(r *row, stats *headCounters) {
+	for c, s := range g.members {
+		if s.unaligned || s.lastT == math.MinInt64 || s.missed < 0 && !r.has(c) {
+			continue
+		}
+		if r.has(c) || s.lastT >= r.t {
+			s.missed = 0
+			continue
+		}
+		s.missed++
+		if s.missed < g.inferStale {
+			continue
+		}
+		s.missed = -1 // marked: until it is seen again
+		if value.IsStaleNaN(s.lastV) {
+			continue // the sender marked it itself
+		}
+		g.aligned.set(r, c, math.Float64frombits(value.StaleNaN))
+		s.lastT, s.lastV = r.t, math.Float64frombits(value.StaleNaN)
+		stats.inferredStale.Add(1)
 	}
 }
 

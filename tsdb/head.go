@@ -65,6 +65,10 @@ type Options struct {
 	// HAFailoverTimeout is how long a group's elected replica may be silent
 	// before another replica of the pair takes over.
 	HAFailoverTimeout time.Duration
+	// InferStalenessRows, when > 0, writes a staleness marker for a member
+	// missing from that many consecutive sealed rows of its group (for
+	// senders that send no markers). Off by default.
+	InferStalenessRows int
 }
 
 // DefaultOptions returns the defaults documented in the README.
@@ -136,6 +140,7 @@ type headCounters struct {
 	appended                  atomic.Int64
 	late                      atomic.Int64 // samples accepted out of order
 	haDeduped                 atomic.Int64 // samples of an HA replica that was not elected
+	inferredStale             atomic.Int64 // staleness markers written by inference
 }
 
 // Open creates or opens the head in dir, replaying its WAL.
@@ -349,6 +354,7 @@ func (h *Head) getOrCreateGroup(key string) *group {
 	defer gs.mu.Unlock()
 	if g = gs.byKey[key]; g == nil {
 		g = newGroup(uint64(h.counters.groups.Add(1)), key)
+		g.inferStale = h.opts.InferStalenessRows
 		gs.byKey[key] = g
 	}
 	return g

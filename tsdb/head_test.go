@@ -854,3 +854,47 @@ func TestHeadShuffledWithinWindow(t *testing.T) {
 	defer h2.Close()
 	compareModels(t, want, readAll(t, h2, math.MinInt64, math.MaxInt64))
 }
+
+// TestHeadInferStaleness: with inference on, a member that stops appearing in
+// its group's rows gets a staleness marker; off, nothing is added.
+func TestHeadInferStaleness(t *testing.T) {
+	for _, rows := range []int{0, 3} {
+		h := openHead(t, t.TempDir(), func(o *Options) { o.InferStalenessRows = rows })
+		var stopAt int64
+		for s := 0; s < 40; s++ {
+			var b Batch
+			for m := 0; m < 4; m++ {
+				if m == 3 && s >= 10 {
+					continue // member 3 goes away without a staleness marker
+				}
+				b.Series = append(b.Series, BatchSeries{Labels: series("st", "job", "j", "instance", "i", "m", fmt.Sprint(m)), Samples: []Sample{{T: int64(s) * 15000, V: 1}}})
+			}
+			stopAt = 9 * 15000
+			if _, err := h.AppendBatch(context.Background(), &b); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got := readAll(t, h, math.MinInt64, math.MaxInt64)
+		m3 := got[series("st", "job", "j", "instance", "i", "m", "3").String()]
+		markers := 0
+		for ts, v := range m3 {
+			if value.IsStaleNaN(math.Float64frombits(v)) {
+				markers++
+				if want := stopAt + int64(rows)*15000; ts != want {
+					t.Fatalf("marker at %d, want %d", ts, want)
+				}
+			}
+		}
+		if rows == 0 && markers != 0 || rows > 0 && markers != 1 {
+			t.Fatalf("inference after %d rows wrote %d markers", rows, markers)
+		}
+		for m := 0; m < 3; m++ {
+			for _, v := range got[series("st", "job", "j", "instance", "i", "m", fmt.Sprint(m)).String()] {
+				if value.IsStaleNaN(math.Float64frombits(v)) {
+					t.Fatalf("a present member was marked stale")
+				}
+			}
+		}
+		h.Close()
+	}
+}
