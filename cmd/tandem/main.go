@@ -11,10 +11,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"runtime"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -27,6 +30,7 @@ import (
 
 	"github.com/tandem-tsdb/tandem/promql"
 	"github.com/tandem-tsdb/tandem/remote"
+	"github.com/tandem-tsdb/tandem/rules"
 	"github.com/tandem-tsdb/tandem/tsdb"
 )
 
@@ -63,6 +67,30 @@ type config struct {
 	logLevel      string
 	logFormat     string
 	showVersion   bool
+	externalURL   string
+
+	ruleFiles          stringList
+	evalInterval       time.Duration
+	ruleQueryOffset    time.Duration
+	outageTolerance    time.Duration
+	forGracePeriod     time.Duration
+	resendDelay        time.Duration
+	maxConcurrentEvals int64
+	alertmanagers      stringList
+	amClient           rules.AlertmanagerClient
+	amQueueCapacity    int
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+// String implements flag.Value.
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+
+// Set implements flag.Value.
+func (l *stringList) Set(v string) error {
+	*l = append(*l, v)
+	return nil
 }
 
 func parseFlags(args []string) (*config, error) {
@@ -98,13 +126,77 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&c.logLevel, "log.level", "info", "Log level: debug, info, warn, error.")
 	fs.StringVar(&c.logFormat, "log.format", "text", "Log format: text or json.")
 	fs.BoolVar(&c.showVersion, "version", false, "Print the version and exit.")
+	fs.StringVar(&c.externalURL, "web.external-url", "", "URL under which tandem is reached, for alerts' generator URLs and rule templates (default http://<hostname>:<port>/).")
+	fs.Var(&c.ruleFiles, "rules.file", "Prometheus rule file (path or glob; repeatable). Reloaded on SIGHUP and POST /-/reload.")
+	fs.DurationVar(&c.evalInterval, "rules.evaluation-interval", rules.DefaultEvaluationInterval, "Evaluation interval of rule groups that set none (Prometheus's global evaluation_interval).")
+	fs.DurationVar(&c.ruleQueryOffset, "rules.query-offset", 0, "Query offset of rule groups that set none (Prometheus's global rule_query_offset), e.g. to wait for late remote-write data.")
+	fs.DurationVar(&c.outageTolerance, "rules.alert.for-outage-tolerance", rules.DefaultOutageTolerance, "Max time to tolerate an outage for restoring the \"for\" state of alerts.")
+	fs.DurationVar(&c.forGracePeriod, "rules.alert.for-grace-period", rules.DefaultForGracePeriod, "Minimum duration between an alert and its restored \"for\" state, for alerts with a \"for\" longer than this.")
+	fs.DurationVar(&c.resendDelay, "rules.alert.resend-delay", rules.DefaultResendDelay, "Minimum time before resending a firing alert to Alertmanager.")
+	fs.Int64Var(&c.maxConcurrentEvals, "rules.max-concurrent-evals", 4, "Independent rules evaluated concurrently, over all groups (0 = each group's rules in sequence).")
+	fs.Var(&c.alertmanagers, "alertmanager.url", "Alertmanager base URL alerts are sent to (API v2, e.g. http://127.0.0.1:9093; repeatable).")
+	fs.DurationVar(&c.amClient.Timeout, "alertmanager.timeout", rules.DefaultAlertmanagerTimeout, "Timeout of one send to an Alertmanager.")
+	fs.IntVar(&c.amQueueCapacity, "alertmanager.notification-queue-capacity", rules.DefaultQueueCapacity, "Capacity of the queue of pending Alertmanager notifications.")
+	fs.StringVar(&c.amClient.BasicAuthUsername, "alertmanager.basic-auth.username", "", "Basic-auth user name for the Alertmanagers.")
+	fs.StringVar(&c.amClient.BasicAuthPasswordFile, "alertmanager.basic-auth.password-file", "", "File holding the basic-auth password for the Alertmanagers.")
+	fs.StringVar(&c.amClient.BearerTokenFile, "alertmanager.bearer-token-file", "", "File holding a bearer token for the Alertmanagers.")
+	fs.StringVar(&c.amClient.TLSCAFile, "alertmanager.tls.ca-file", "", "CA certificate to verify the Alertmanagers' certificates.")
+	fs.StringVar(&c.amClient.TLSCertFile, "alertmanager.tls.cert-file", "", "Client certificate for the Alertmanagers.")
+	fs.StringVar(&c.amClient.TLSKeyFile, "alertmanager.tls.key-file", "", "Client key for the Alertmanagers.")
+	fs.StringVar(&c.amClient.TLSServerName, "alertmanager.tls.server-name", "", "Server name expected in the Alertmanagers' certificates.")
+	fs.BoolVar(&c.amClient.TLSInsecureSkipVerify, "alertmanager.tls.insecure-skip-verify", false, "Do not verify the Alertmanagers' certificates.")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
+	if c.maxConcurrentEvals < 0 {
+		return nil, fmt.Errorf("--rules.max-concurrent-evals must not be negative, got %d", c.maxConcurrentEvals)
+	}
 	return c, nil
+}
+
+// externalURL returns --web.external-url, defaulting like Prometheus to
+// http://<hostname>:<port>/ of the listen address.
+func externalURL(raw, listenAddress string) (*url.URL, error) {
+	if raw == "" {
+		hostname, err := os.Hostname()
+		if err != nil {
+			return nil, fmt.Errorf("--web.external-url: get hostname: %w", err)
+		}
+		_, port, err := net.SplitHostPort(listenAddress)
+		if err != nil {
+			return nil, fmt.Errorf("--web.external-url: %w", err)
+		}
+		raw = fmt.Sprintf("http://%s/", net.JoinHostPort(hostname, port))
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("--web.external-url: %w", err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("--web.external-url %q: scheme must be http or https", raw)
+	}
+	u.Path = strings.TrimRight(u.Path, "/")
+	return u, nil
+}
+
+// rulesFlags are the rule settings reported by /api/v1/status/flags.
+func rulesFlags(c *config, ext *url.URL) map[string]string {
+	return map[string]string{
+		"web.external-url":                         ext.String(),
+		"rules.file":                               c.ruleFiles.String(),
+		"rules.evaluation-interval":                c.evalInterval.String(),
+		"rules.query-offset":                       c.ruleQueryOffset.String(),
+		"rules.alert.for-outage-tolerance":         c.outageTolerance.String(),
+		"rules.alert.for-grace-period":             c.forGracePeriod.String(),
+		"rules.alert.resend-delay":                 c.resendDelay.String(),
+		"rules.max-concurrent-evals":               strconv.FormatInt(c.maxConcurrentEvals, 10),
+		"alertmanager.url":                         c.alertmanagers.String(),
+		"alertmanager.timeout":                     c.amClient.Timeout.String(),
+		"alertmanager.notification-queue-capacity": strconv.Itoa(c.amQueueCapacity),
+	}
 }
 
 func splitList(s string) []string {
@@ -223,6 +315,11 @@ func runServer(c *config, logger *slog.Logger) error {
 	opts.Logger = logger
 	opts.Registerer = reg
 
+	extURL, err := externalURL(c.externalURL, c.listenAddress)
+	if err != nil {
+		return err
+	}
+
 	logger.Info("starting tandem", "version", version, "storage.path", c.storagePath,
 		"web.listen-address", c.listenAddress, "group.by", opts.GroupBy, "group.sender-labels", opts.SenderLabels)
 
@@ -258,6 +355,16 @@ func runServer(c *config, logger *slog.Logger) error {
 	})
 	mux.Handle("/api/v1/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { head.api().ServeHTTP(w, r) }))
 	mux.Handle("/api/v1/write", instrument("write", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { head.write().ServeHTTP(w, r) })))
+	// Rule reloads (POST/PUT /-/reload, SIGHUP) reach the rules once they are loaded.
+	var ruleSvc atomic.Pointer[rules.Service]
+	mux.Handle("/-/reload", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		svc := ruleSvc.Load()
+		if svc == nil {
+			http.Error(w, "tandem is not ready: replaying the WAL.", http.StatusServiceUnavailable)
+			return
+		}
+		svc.ReloadHandler().ServeHTTP(w, r)
+	}))
 	head.set(nil, apiHandler, apiHandler)
 
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 30 * time.Second}
@@ -288,6 +395,44 @@ func runServer(c *config, logger *slog.Logger) error {
 		}, func(error) { close(done) })
 	}
 	{
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		done := make(chan struct{})
+		g.Add(func() error {
+			for {
+				select {
+				case <-hup:
+					svc := ruleSvc.Load()
+					if svc == nil {
+						logger.Warn("SIGHUP before start-up finished; the rule files are loaded at start-up")
+						continue
+					}
+					logger.Info("SIGHUP: reloading rule files")
+					_ = svc.Reload() // logged and exported by the service
+				case <-done:
+					signal.Stop(hup)
+					return nil
+				}
+			}
+		}, func(error) { close(done) })
+	}
+	// The storage actor hands the rule service over once the storage is open.
+	rulesReady := make(chan *rules.Service, 1)
+	{
+		ctx, cancel := context.WithCancel(context.Background())
+		g.Add(func() error {
+			select {
+			case svc := <-rulesReady:
+				if err := svc.Run(ctx); err != nil {
+					return fmt.Errorf("rule evaluation: %w", err)
+				}
+				return nil
+			case <-ctx.Done():
+				return nil
+			}
+		}, func(error) { cancel() })
+	}
+	{
 		// Open the head (WAL replay), then serve; then maintain it.
 		ctx, cancel := context.WithCancel(context.Background())
 		var h *tsdb.DB
@@ -310,12 +455,36 @@ func runServer(c *config, logger *slog.Logger) error {
 			if c.enableAdmin {
 				apiOpts.Admin = h
 			}
-			api, err := promql.NewAPIHandler(apiOpts, promql.NewEngine(apiOpts))
+			engine := promql.NewEngine(apiOpts)
+			svc, err := rules.New(h, engine, rules.Options{
+				Files:              c.ruleFiles,
+				EvaluationInterval: c.evalInterval,
+				QueryOffset:        c.ruleQueryOffset,
+				OutageTolerance:    c.outageTolerance,
+				ForGracePeriod:     c.forGracePeriod,
+				ResendDelay:        c.resendDelay,
+				MaxConcurrentEvals: c.maxConcurrentEvals,
+				ExternalURL:        extURL,
+				Alertmanagers:      c.alertmanagers,
+				AlertmanagerClient: c.amClient,
+				QueueCapacity:      c.amQueueCapacity,
+				Logger:             logger,
+				Registerer:         reg,
+			})
+			if err != nil {
+				return fmt.Errorf("rules: %w", err)
+			}
+			apiOpts.Rules, apiOpts.Alertmanagers = svc, svc
+			apiOpts.RegisterFeatures, apiOpts.LastReload = svc.RegisterFeatures, svc.LastReload
+			apiOpts.Flags = rulesFlags(c, extURL)
+			api, err := promql.NewAPIHandler(apiOpts, engine)
 			if err != nil {
 				return fmt.Errorf("create API: %w", err)
 			}
 			wh := remote.NewWriteHandler(h, remote.WriteHandlerOptions{Limits: c.limits, Logger: logger, Registerer: reg})
 			head.set(h, instrument("api", api), wh)
+			ruleSvc.Store(svc)
+			rulesReady <- svc
 			logger.Info("tandem is ready", "address", ln.Addr().String())
 			t := time.NewTicker(c.maintInterval)
 			defer t.Stop()
