@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -52,6 +53,10 @@ type config struct {
 	maxFutureSkew time.Duration
 	oooWindow     time.Duration
 	lateMaxAge    time.Duration
+	haCluster     string
+	haReplica     string
+	haFailover    time.Duration
+	inferStale    int
 	walSync       time.Duration
 	walSegment    int64
 	blockRange    time.Duration
@@ -106,6 +111,10 @@ func parseFlags(args []string) (*config, error) {
 	fs.DurationVar(&c.maxFutureSkew, "storage.max-future-skew", def.MaxFutureSkew, "Reject samples further than this ahead of the wall clock.")
 	fs.DurationVar(&c.oooWindow, "storage.out-of-order-window", def.OutOfOrderWindow, "Per group, accept samples this far behind the group's newest timestamp in any order; 0 refuses out-of-order samples.")
 	fs.DurationVar(&c.lateMaxAge, "storage.late-max-age", def.LateMaxAge, "Accept samples for time ranges already flushed to blocks up to this age (written to out-of-order blocks); 0 refuses them as too old.")
+	fs.IntVar(&c.inferStale, "storage.infer-staleness-after", 0, "Write a staleness marker for a series missing from this many consecutive rows of its group (for senders without staleness markers); 0 disables.")
+	fs.StringVar(&c.haCluster, "ha.cluster-label", "cluster", "Label naming an HA pair's cluster; part of the group key.")
+	fs.StringVar(&c.haReplica, "ha.replica-label", def.HAReplicaLabel, "Label telling an HA pair's replicas apart: removed from stored series, one replica per group is kept; empty disables deduplication.")
+	fs.DurationVar(&c.haFailover, "ha.failover-timeout", def.HAFailoverTimeout, "How long a group's elected HA replica may be silent before the other takes over.")
 	fs.DurationVar(&c.walSync, "storage.wal.sync-interval", def.WALSyncInterval, "fsync the WAL at this interval (group commit); 0 fsyncs before every acknowledgement.")
 	fs.Int64Var(&c.walSegment, "storage.wal.segment-size", def.WALSegmentSize, "WAL segment size in bytes.")
 	fs.DurationVar(&c.blockRange, "storage.block-range", def.BlockRange, "Time range of a block; the head is flushed into blocks of this range, aligned to multiples of it.")
@@ -309,6 +318,13 @@ func runServer(c *config, logger *slog.Logger) error {
 	opts.MaxFutureSkew = c.maxFutureSkew
 	opts.OutOfOrderWindow = c.oooWindow
 	opts.LateMaxAge = c.lateMaxAge
+	opts.InferStalenessRows = c.inferStale
+	opts.HAReplicaLabel = c.haReplica
+	opts.HAFailoverTimeout = c.haFailover
+	if c.haCluster != "" && !slices.Contains(opts.SenderLabels, c.haCluster) {
+		opts.SenderLabels = append(opts.SenderLabels, c.haCluster)
+	}
+	opts.SenderLabels = slices.DeleteFunc(opts.SenderLabels, func(l string) bool { return l == c.haReplica })
 	opts.WALSyncInterval = c.walSync
 	opts.WALSegmentSize = c.walSegment
 	opts.BlockRange = c.blockRange
