@@ -541,3 +541,36 @@ func TestDBLateData(t *testing.T) {
 	defer db.Close()
 	compareModels(t, want, dbAll(t, db))
 }
+
+func TestDBRetentionSize(t *testing.T) {
+	dir := t.TempDir()
+	db := openDB(t, dir, func(o *DBOptions) { o.Head.BlockRange = time.Hour })
+	defer db.Close()
+	for s := 0; s < 6*240; s++ {
+		var b Batch
+		for m := 0; m < 20; m++ {
+			b.Series = append(b.Series, BatchSeries{Labels: series("rs", "job", "j", "instance", "i", "m", fmt.Sprint(m)), Samples: []Sample{{T: int64(s) * 15000, V: float64(s*m) * 1.1}}})
+		}
+		if _, err := db.AppendBatch(context.Background(), &b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Flush(false); err != nil {
+		t.Fatal(err)
+	}
+	blocks := db.Blocks()
+	if len(blocks) < 3 {
+		t.Fatalf("%d blocks", len(blocks))
+	}
+	limit := db.blocksSize() * 6 / 10
+	db.opts.RetentionSize = limit
+	if err := db.ApplyRetention(); err != nil {
+		t.Fatal(err)
+	}
+	if got := db.blocksSize(); got > limit || len(db.Blocks()) == 0 || len(db.Blocks()) >= len(blocks) {
+		t.Fatalf("after size retention: %d bytes in %d blocks (limit %d, before %d blocks)", got, len(db.Blocks()), limit, len(blocks))
+	}
+	if db.Blocks()[0].MinTime == blocks[0].MinTime {
+		t.Fatal("size retention kept the oldest block")
+	}
+}
