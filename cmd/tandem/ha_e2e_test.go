@@ -9,31 +9,20 @@ import (
 	"github.com/tandem-tsdb/tandem/workload"
 )
 
-// withReplica returns copies of scrapes whose series carry __replica__ and
-// whose timestamps are shifted (the two replicas scrape at different times).
-func withReplica(scrapes []workload.Scrape, replica string, shift int64) []workload.Scrape {
+// relabel returns copies of scrapes shifted by shift ms whose series carry
+// cluster="eu-1" and, unless replica is empty, __replica__=replica.
+func relabel(scrapes []workload.Scrape, replica string, shift int64) []workload.Scrape {
 	out := make([]workload.Scrape, len(scrapes))
 	for i, sc := range scrapes {
 		c := sc
 		c.T += shift
 		c.Samples = make([]workload.Sample, len(sc.Samples))
 		for j, s := range sc.Samples {
-			s.Labels = labels.NewBuilder(s.Labels).Set("__replica__", replica).Set("cluster", "eu-1").Labels()
-			c.Samples[j] = s
-		}
-		out[i] = c
-	}
-	return out
-}
-
-func withCluster(scrapes []workload.Scrape, shift int64) []workload.Scrape {
-	out := make([]workload.Scrape, len(scrapes))
-	for i, sc := range scrapes {
-		c := sc
-		c.T += shift
-		c.Samples = make([]workload.Sample, len(sc.Samples))
-		for j, s := range sc.Samples {
-			s.Labels = labels.NewBuilder(s.Labels).Set("cluster", "eu-1").Labels()
+			lb := labels.NewBuilder(s.Labels).Set("cluster", "eu-1")
+			if replica != "" {
+				lb.Set("__replica__", replica)
+			}
+			s.Labels = lb.Labels()
 			c.Samples[j] = s
 		}
 		out[i] = c
@@ -48,7 +37,7 @@ func withCluster(scrapes []workload.Scrape, shift int64) []workload.Scrape {
 func TestHAFailoverEndToEnd(t *testing.T) {
 	start := time.Now().Add(-30 * time.Minute).Truncate(time.Minute)
 	base := lateScrapes(t, 2, 80, start, 33)
-	a, b := withReplica(base, "a", 0), withReplica(base, "b", 2000)
+	a, b := relabel(base, "a", 0), relabel(base, "b", 2000)
 	k := 40 // A's scrapes 0..k arrive, then A stops
 	p := startTandem(t, t.TempDir(), "--ha.failover-timeout=1s")
 	var aFirst, bFirst, aRest, bRest []workload.Scrape
@@ -65,8 +54,8 @@ func TestHAFailoverEndToEnd(t *testing.T) {
 	send(t, p, 2, bRest, 2) // A silent past the timeout: B takes over
 	send(t, p, 1, aRest, 2) // A returns: B stays elected
 	var want []workload.Scrape
-	want = append(want, withCluster(base, 0)[:len(aFirst)]...)
-	want = append(want, withCluster(base[len(aFirst):], 2000)...)
+	want = append(want, relabel(base, "", 0)[:len(aFirst)]...)
+	want = append(want, relabel(base[len(aFirst):], "", 2000)...)
 	compareRange(t, p, want, base[0].T, base[len(base)-1].T+2000, "HA failover")
 	if m := scrapeMetrics(t, p); m["tandem_ha_deduplicated_samples_total"] == 0 {
 		t.Fatal("no samples deduplicated")
