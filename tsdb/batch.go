@@ -25,6 +25,8 @@ type BatchSeries struct {
 	// RawHash, when non-zero, is a decoder's hash of the series' labels as
 	// sent; the head remembers it so that ResolveRaw finds the series next time.
 	RawHash uint64
+	// Exemplars of the series, in timestamp order.
+	Exemplars []Exemplar
 }
 
 // Metadata describes a metric family (type, help and unit).
@@ -82,7 +84,8 @@ func ReasonLabel(err error) string {
 
 // AppendResult reports what happened to a batch that the head accepted for processing.
 type AppendResult struct {
-	SamplesWritten int
+	SamplesWritten   int
+	ExemplarsWritten int
 	// Rejected counts refused samples by reason (keyed by one of Reasons).
 	Rejected map[error]int
 	// Examples holds one readable message per reason, naming a series.

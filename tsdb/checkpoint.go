@@ -114,7 +114,7 @@ func (h *Head) writeCheckpoint(cw *wal.WAL, mint int64) error {
 		buf []byte
 	)
 	flush := func() error {
-		if len(c.Series) == 0 && len(c.Samples) == 0 && len(c.Metadata) == 0 {
+		if len(c.Series) == 0 && len(c.Samples) == 0 && len(c.Metadata) == 0 && len(c.Exemplars) == 0 {
 			return nil
 		}
 		buf = c.Encode(buf[:0])
@@ -163,6 +163,9 @@ func (h *Head) writeCheckpoint(cw *wal.WAL, mint int64) error {
 	if werr != nil {
 		return werr
 	}
+	h.exemplars.all(func(s *memSeries, e Exemplar) {
+		c.Exemplars = append(c.Exemplars, record.RefExemplar{Ref: s.ref, T: e.T, V: e.V, Labels: e.Labels})
+	})
 	h.metaMu.RLock()
 	for _, ms := range h.meta {
 		for i := len(ms) - 1; i >= 0; i-- { // oldest first: replay keeps the newest first

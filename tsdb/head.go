@@ -65,6 +65,8 @@ type Options struct {
 	// HAFailoverTimeout is how long a group's elected replica may be silent
 	// before another replica of the pair takes over.
 	HAFailoverTimeout time.Duration
+	// MaxExemplars bounds the exemplars kept (newest first); 0 stores none.
+	MaxExemplars int
 	// InferStalenessRows, when > 0, writes a staleness marker for a member
 	// missing from that many consecutive sealed rows of its group (for
 	// senders that send no markers). Off by default.
@@ -86,6 +88,7 @@ func DefaultOptions() Options {
 		LateMaxAge:        24 * time.Hour,
 		HAReplicaLabel:    "__replica__",
 		HAFailoverTimeout: 30 * time.Second,
+		MaxExemplars:      100000,
 	}
 }
 
@@ -127,6 +130,8 @@ type Head struct {
 
 	metaMu sync.RWMutex
 	meta   map[string][]Metadata
+
+	exemplars *exemplarStore
 
 	commitPool sync.Pool
 	ready      atomic.Bool
@@ -173,7 +178,7 @@ func Open(dir string, opts Options) (*Head, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
-	h := &Head{opts: opts, dir: dir, logger: opts.Logger, index: newMemIndex(), meta: map[string][]Metadata{}}
+	h := &Head{opts: opts, dir: dir, logger: opts.Logger, index: newMemIndex(), meta: map[string][]Metadata{}, exemplars: newExemplarStore(opts.MaxExemplars)}
 	h.minValid.Store(opts.MinValidTime)
 	h.minT.Store(math.MaxInt64)
 	h.maxT.Store(math.MinInt64)
@@ -433,7 +438,7 @@ func (h *Head) AppendBatch(_ context.Context, b *Batch) (AppendResult, error) {
 		bs := &b.Series[i]
 		var s *memSeries
 		switch {
-		case len(bs.Samples) == 0:
+		case len(bs.Samples) == 0 && len(bs.Exemplars) == 0:
 		case bs.Ref != 0:
 			if s = h.seriesByRef(bs.Ref); s == nil {
 				return res, fmt.Errorf("series %d is no longer in the head", bs.Ref)
@@ -542,13 +547,32 @@ func (h *Head) AppendBatch(_ context.Context, b *Batch) (AppendResult, error) {
 		}
 		g.mu.Unlock()
 	}
+	for _, i := range cs.order {
+		bs := &b.Series[i]
+		if len(bs.Exemplars) == 0 {
+			continue
+		}
+		s := cs.series[i]
+		for _, e := range bs.Exemplars {
+			written, isNew := h.exemplars.add(s, e)
+			if written {
+				res.ExemplarsWritten++
+			}
+			if isNew {
+				cs.commit.Exemplars = append(cs.commit.Exemplars, record.RefExemplar{Ref: s.ref, T: e.T, V: e.V, Labels: e.Labels})
+				if !s.logged.Load() {
+					cs.commit.Series = append(cs.commit.Series, record.RefSeries{Ref: s.ref, Labels: s.lset})
+				}
+			}
+		}
+	}
 	for _, m := range b.Metadata {
 		if h.setMetadata(m) {
 			cs.commit.Metadata = append(cs.commit.Metadata, record.Metadata{Metric: m.Metric, Type: m.Type, Help: m.Help, Unit: m.Unit})
 		}
 	}
 	res.SamplesWritten += len(cs.commit.Samples)
-	if len(cs.commit.Samples) == 0 && len(cs.commit.Metadata) == 0 {
+	if len(cs.commit.Samples) == 0 && len(cs.commit.Metadata) == 0 && len(cs.commit.Exemplars) == 0 {
 		h.metrics.observeRejections(&res)
 		return res, nil
 	}
@@ -704,6 +728,11 @@ func (h *Head) replay() (int, error) {
 		h.updateBounds(lo, hi)
 		for _, m := range c.Metadata {
 			h.setMetadata(Metadata{Metric: m.Metric, Type: m.Type, Help: m.Help, Unit: m.Unit})
+		}
+		for _, e := range c.Exemplars {
+			if s := h.seriesByRef(e.Ref); s != nil {
+				h.exemplars.add(s, Exemplar{Labels: e.Labels, T: e.T, V: e.V})
+			}
 		}
 		return nil
 	}

@@ -898,3 +898,59 @@ func TestHeadInferStaleness(t *testing.T) {
 		h.Close()
 	}
 }
+
+func TestHeadExemplars(t *testing.T) {
+	dir := t.TempDir()
+	mod := func(o *Options) { o.MaxExemplars = 5 }
+	h := openHead(t, dir, mod)
+	l := series("http_requests_total", "job", "j", "instance", "i")
+	ex := func(ts int64, trace string) Exemplar {
+		return Exemplar{Labels: labels.FromStrings("trace_id", trace), T: ts, V: float64(ts) / 1000}
+	}
+	app := func(exs ...Exemplar) AppendResult {
+		res, err := h.AppendBatch(context.Background(), &Batch{Series: []BatchSeries{{Labels: l, Samples: []Sample{{T: exs[len(exs)-1].T, V: 1}}, Exemplars: exs}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if res := app(ex(1000, "a"), ex(2000, "b")); res.ExemplarsWritten != 2 {
+		t.Fatalf("%d exemplars written", res.ExemplarsWritten)
+	}
+	if res := app(ex(1000, "a"), ex(2000, "b")); res.ExemplarsWritten != 1 {
+		// The resent newest one is accepted again; the older one is out of order.
+		t.Fatalf("resend: %d exemplars written", res.ExemplarsWritten)
+	}
+	app(ex(3000, "c"), ex(4000, "d"), ex(5000, "e"), ex(6000, "f"))
+	check := func(h *Head, want ...string) {
+		t.Helper()
+		q, _ := h.ExemplarQuerier(context.Background())
+		res, err := q.Select(0, 10000, []*labels.Matcher{labels.MustNewMatcher(labels.MatchEqual, "__name__", "http_requests_total")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, r := range res {
+			if !labels.Equal(r.SeriesLabels, l) {
+				t.Fatalf("series %s", r.SeriesLabels)
+			}
+			for _, e := range r.Exemplars {
+				got = append(got, e.Labels.Get("trace_id"))
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("exemplars %v, want %v", got, want)
+		}
+	}
+	check(h, "b", "c", "d", "e", "f") // capacity 5: the oldest is gone
+	h.Close()
+	h2 := openHead(t, dir, mod)
+	check(h2, "b", "c", "d", "e", "f")
+	if err := h2.Checkpoint(0); err != nil {
+		t.Fatal(err)
+	}
+	h2.Close()
+	h3 := openHead(t, dir, mod)
+	defer h3.Close()
+	check(h3, "b", "c", "d", "e", "f")
+}

@@ -10,8 +10,12 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 )
 
-// TypeCommit is the type byte of a version-1 Commit record.
+// TypeCommit is the type byte of a Commit record without exemplars.
 const TypeCommit byte = 1
+
+// TypeCommitExemplars is the type byte of a Commit record followed by an
+// exemplars section (at least one exemplar).
+const TypeCommitExemplars byte = 2
 
 // Minimum encoded sizes, used to bound counts before allocating.
 const (
@@ -42,11 +46,20 @@ type Metadata struct {
 	Metric, Type, Help, Unit string
 }
 
-// Commit is the content of one record: series first created by this write, its samples, and metric metadata.
+// RefExemplar is one exemplar of the series identified by Ref.
+type RefExemplar struct {
+	Ref    uint64
+	T      int64
+	V      float64
+	Labels labels.Labels
+}
+
+// Commit is the content of one record: series first created by this write, its samples, metric metadata and exemplars.
 type Commit struct {
-	Series   []RefSeries
-	Samples  []RefSample
-	Metadata []Metadata
+	Series    []RefSeries
+	Samples   []RefSample
+	Metadata  []Metadata
+	Exemplars []RefExemplar
 
 	builder     labels.ScratchBuilder
 	builderInit bool
@@ -56,14 +69,20 @@ type Commit struct {
 func (c *Commit) Reset() {
 	clear(c.Series) // drop label references so they can be collected
 	clear(c.Metadata)
+	clear(c.Exemplars)
 	c.Series = c.Series[:0]
 	c.Samples = c.Samples[:0]
 	c.Metadata = c.Metadata[:0]
+	c.Exemplars = c.Exemplars[:0]
 }
 
 // Encode appends the binary record to buf and returns it.
 func (c *Commit) Encode(buf []byte) []byte {
-	buf = append(buf, TypeCommit)
+	if len(c.Exemplars) > 0 {
+		buf = append(buf, TypeCommitExemplars)
+	} else {
+		buf = append(buf, TypeCommit)
+	}
 
 	buf = binary.AppendUvarint(buf, uint64(len(c.Series)))
 	for i := range c.Series {
@@ -95,6 +114,20 @@ func (c *Commit) Encode(buf []byte) []byte {
 		buf = appendString(buf, m.Type)
 		buf = appendString(buf, m.Help)
 		buf = appendString(buf, m.Unit)
+	}
+	if len(c.Exemplars) > 0 {
+		buf = binary.AppendUvarint(buf, uint64(len(c.Exemplars)))
+		for i := range c.Exemplars {
+			e := &c.Exemplars[i]
+			buf = binary.AppendUvarint(buf, e.Ref)
+			buf = binary.AppendVarint(buf, e.T)
+			buf = binary.LittleEndian.AppendUint64(buf, math.Float64bits(e.V))
+			buf = binary.AppendUvarint(buf, uint64(e.Labels.Len()))
+			e.Labels.Range(func(l labels.Label) {
+				buf = appendString(buf, l.Name)
+				buf = appendString(buf, l.Value)
+			})
+		}
 	}
 	return buf
 }
@@ -203,7 +236,7 @@ func Decode(rec []byte, c *Commit) error {
 	if len(rec) == 0 {
 		return fmt.Errorf("%w: empty record", ErrMalformed)
 	}
-	if rec[0] != TypeCommit {
+	if rec[0] != TypeCommit && rec[0] != TypeCommitExemplars {
 		return fmt.Errorf("%w: unknown record type %d", ErrMalformed, rec[0])
 	}
 	d := decoder{b: rec, off: 1}
@@ -213,6 +246,9 @@ func Decode(rec []byte, c *Commit) error {
 	}
 	c.decodeSamples(&d)
 	c.decodeMetadata(&d)
+	if rec[0] == TypeCommitExemplars {
+		c.decodeExemplars(&d)
+	}
 	if d.err != nil {
 		return d.err
 	}
@@ -262,6 +298,49 @@ func (c *Commit) decodeSeries(d *decoder) error {
 		c.Series[i] = RefSeries{Ref: ref, Labels: b.Labels()}
 	}
 	return nil
+}
+
+func (c *Commit) decodeExemplars(d *decoder) {
+	n := d.count("exemplar", minSampleSize+1)
+	if d.err != nil {
+		return
+	}
+	if n == 0 {
+		d.fail("exemplars record without exemplars")
+		return
+	}
+	c.Exemplars = grow(c.Exemplars, n)
+	if !c.builderInit {
+		c.builder = labels.NewScratchBuilder(8)
+		c.builderInit = true
+	}
+	b := &c.builder
+	b.SetUnsafeAdd(true)
+	for i := 0; i < n && d.err == nil; i++ {
+		ref := d.uvarint("exemplar ref")
+		t := d.varint("exemplar timestamp")
+		v := d.float()
+		nl := d.count("exemplar label", minLabelSize)
+		if d.err != nil {
+			return
+		}
+		b.Reset()
+		var prev []byte
+		for j := 0; j < nl; j++ {
+			name := d.bytes("exemplar label name")
+			value := d.bytes("exemplar label value")
+			if d.err != nil {
+				return
+			}
+			if j > 0 && string(name) <= string(prev) {
+				d.fail("exemplar label names not strictly increasing")
+				return
+			}
+			prev = name
+			b.Add(yolo(name), yolo(value))
+		}
+		c.Exemplars[i] = RefExemplar{Ref: ref, T: t, V: v, Labels: b.Labels()}
+	}
 }
 
 func (c *Commit) decodeSamples(d *decoder) {

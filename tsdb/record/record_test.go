@@ -210,6 +210,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add((&Commit{}).Encode(nil))
 	f.Add((&Commit{Samples: []RefSample{{Ref: 1, T: 2, V: 3}, {Ref: 0, T: 1, V: 4}}}).Encode(nil))
 	f.Add([]byte{TypeCommit, 1, 1, 2, 1, 'b', 0, 1, 'a', 0, 0, 0})
+	f.Add((&Commit{Exemplars: []RefExemplar{{Ref: 3, T: 9, V: 1, Labels: labels.FromStrings("trace_id", "x")}}}).Encode(nil))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, rec []byte) {
 		var c Commit
@@ -266,5 +267,31 @@ func BenchmarkDecode(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+func TestExemplarsRoundTrip(t *testing.T) {
+	c := Commit{
+		Samples: []RefSample{{Ref: 1, T: 5, V: 1}},
+		Exemplars: []RefExemplar{
+			{Ref: 1, T: 5, V: 0.25, Labels: labels.FromStrings("trace_id", "abc")},
+			{Ref: 7, T: -3, V: math.Inf(1)},
+		},
+	}
+	rec := c.Encode(nil)
+	if rec[0] != TypeCommitExemplars {
+		t.Fatalf("type %d", rec[0])
+	}
+	var got Commit
+	if err := Decode(rec, &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Exemplars) != 2 || got.Exemplars[0].Labels.Get("trace_id") != "abc" || got.Exemplars[1].T != -3 || !math.IsInf(got.Exemplars[1].V, 1) {
+		t.Fatalf("got %+v", got.Exemplars)
+	}
+	for i := 1; i < len(rec); i++ {
+		if err := Decode(rec[:i], &got); err == nil {
+			t.Fatalf("prefix of %d bytes decoded", i)
+		}
 	}
 }
