@@ -62,6 +62,7 @@ type decoder struct {
 	lbuf   []prompb.Label      // labels of the 1.0 series being decoded (strings point into raw)
 	// rawLabels are the protobuf bytes of lbuf's label fields when contiguous.
 	rawLabels []byte
+	exbuf     []tsdb.Exemplar // exemplars of the 1.0 series being decoded
 
 	resolver SeriesResolver           // finds known series by label hash; may be nil
 	xx       xxhash.Digest            // hashes labels as sent
@@ -186,7 +187,7 @@ func (d *decoder) decodeV1Gogo(data []byte) (*tsdb.Batch, error) {
 				d.stats.exemplarSeries = formatSeries(v1Labels(ts.Labels))
 			}
 		}
-		if len(ts.Samples) == 0 {
+		if len(ts.Samples) == 0 && len(ts.Exemplars) == 0 {
 			continue
 		}
 		if err := checkLabels(&d.limits, v1Labels(ts.Labels)); err != nil {
@@ -203,7 +204,11 @@ func (d *decoder) decodeV1Gogo(data []byte) (*tsdb.Batch, error) {
 		for j, s := range ts.Samples {
 			ss[j] = tsdb.Sample{T: s.Timestamp, V: s.Value}
 		}
-		b.Series = append(b.Series, tsdb.BatchSeries{Labels: d.sb.Labels(), Samples: ss})
+		var exs []tsdb.Exemplar
+		for k := range ts.Exemplars {
+			exs = append(exs, exemplarV1(&ts.Exemplars[k]))
+		}
+		b.Series = append(b.Series, tsdb.BatchSeries{Labels: d.sb.Labels(), Samples: ss, Exemplars: exs})
 	}
 	if len(req.Metadata) > 0 {
 		b.Metadata = make([]tsdb.Metadata, 0, len(req.Metadata))
@@ -291,8 +296,18 @@ func (d *decoder) decodeV2(data []byte) (*tsdb.Batch, error) {
 			continue
 		}
 		d.addMetadataV2(b, ls, &ts.Metadata)
-		if len(ts.Samples) == 0 {
+		if len(ts.Samples) == 0 && len(ts.Exemplars) == 0 {
 			continue
+		}
+		var exs []tsdb.Exemplar
+		for k := range ts.Exemplars {
+			e := &ts.Exemplars[k]
+			esb := labels.NewScratchBuilder(len(e.LabelsRefs) / 2)
+			for j := 0; j+1 < len(e.LabelsRefs); j += 2 {
+				esb.Add(syms[e.LabelsRefs[j]], syms[e.LabelsRefs[j+1]])
+			}
+			esb.Sort()
+			exs = append(exs, tsdb.Exemplar{Labels: esb.Labels(), T: e.Timestamp, V: e.Value})
 		}
 		d.sb.Reset()
 		for j := 0; j < len(ts.LabelsRefs); j += 2 {
@@ -304,7 +319,7 @@ func (d *decoder) decodeV2(data []byte) (*tsdb.Batch, error) {
 		for j, s := range ts.Samples {
 			ss[j] = tsdb.Sample{T: s.Timestamp, V: s.Value}
 		}
-		b.Series = append(b.Series, tsdb.BatchSeries{Labels: d.sb.Labels(), Samples: ss})
+		b.Series = append(b.Series, tsdb.BatchSeries{Labels: d.sb.Labels(), Samples: ss, Exemplars: exs})
 	}
 	return b, nil
 }

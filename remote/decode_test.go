@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -22,8 +23,8 @@ func checkBatch(t *testing.T, d *decoder, b *tsdb.Batch) {
 	t.Helper()
 	n := 0
 	for _, s := range b.Series {
-		if len(s.Samples) == 0 {
-			t.Fatalf("series %s without samples in batch", s.Labels)
+		if len(s.Samples) == 0 && len(s.Exemplars) == 0 {
+			t.Fatalf("series %s without samples or exemplars in batch", s.Labels)
 		}
 		n += len(s.Samples)
 		if s.Labels.IsEmpty() {
@@ -54,6 +55,15 @@ func sameBatch(a, b *tsdb.Batch) bool {
 		for j, s := range a.Series[i].Samples {
 			o := b.Series[i].Samples[j]
 			if s.T != o.T || (s.V != o.V && s.V == s.V) {
+				return false
+			}
+		}
+		if len(a.Series[i].Exemplars) != len(b.Series[i].Exemplars) {
+			return false
+		}
+		for j, e := range a.Series[i].Exemplars {
+			o := b.Series[i].Exemplars[j]
+			if e.T != o.T || math.Float64bits(e.V) != math.Float64bits(o.V) || !labels.Equal(e.Labels, o.Labels) {
 				return false
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"strings"
 	"unicode/utf8"
 	"unsafe"
@@ -240,15 +241,16 @@ func (d *decoder) walkV1(data []byte) (*tsdb.Batch, error) {
 		if err != nil {
 			return nil, err
 		}
-		if n > 0 {
+		if n > 0 || len(d.exbuf) > 0 {
 			samples := arena[:n:n]
 			arena = arena[n:]
+			exemplars := slices.Clone(d.exbuf)
 			// A series the storage already knows: no validation, no labels to build.
 			var hash uint64
 			if d.resolver != nil {
 				hash = d.hashLbuf()
 				if ref, ok := d.resolver.ResolveRaw(hash, d.match); ok {
-					b.Series = append(b.Series, tsdb.BatchSeries{Ref: ref, Samples: samples})
+					b.Series = append(b.Series, tsdb.BatchSeries{Ref: ref, Samples: samples, Exemplars: exemplars})
 					continue
 				}
 			}
@@ -260,7 +262,7 @@ func (d *decoder) walkV1(data []byte) (*tsdb.Batch, error) {
 			for _, l := range d.lbuf {
 				d.sb.Add(l.Name, l.Value)
 			}
-			b.Series = append(b.Series, tsdb.BatchSeries{Labels: d.sb.Labels(), Samples: samples, RawHash: hash})
+			b.Series = append(b.Series, tsdb.BatchSeries{Labels: d.sb.Labels(), Samples: samples, RawHash: hash, Exemplars: exemplars})
 		}
 	}
 	return b, nil
@@ -289,6 +291,7 @@ func countSamples(ts []byte) (int, error) {
 // It returns the number of float samples.
 func (d *decoder) parseSeriesV1(ts []byte, arena []tsdb.Sample) (int, error) {
 	d.lbuf = d.lbuf[:0]
+	d.exbuf = d.exbuf[:0]
 	d.rawLabels = nil
 	n, hist, ex := 0, 0, 0
 	// The label fields' bytes, when contiguous (as every sender writes them),
@@ -337,12 +340,13 @@ func (d *decoder) parseSeriesV1(ts []byte, arena []tsdb.Sample) (int, error) {
 			if err != nil {
 				return 0, err
 			}
-			// Not stored yet and rarely sent: the generated code checks them.
+			// Rarely sent: the generated code decodes them.
 			if field == 3 {
 				var e prompb.Exemplar
 				if err := e.Unmarshal(msg); err != nil {
 					return 0, err
 				}
+				d.exbuf = append(d.exbuf, exemplarV1(&e))
 				ex++
 			} else {
 				var h prompb.Histogram
@@ -518,4 +522,14 @@ func (d *decoder) matchLbuf(lset labels.Labels) bool {
 		i++
 	})
 	return ok && i == len(d.lbuf)
+}
+
+// exemplarV1 converts a 1.0 exemplar (labels sorted, copied).
+func exemplarV1(e *prompb.Exemplar) tsdb.Exemplar {
+	sb := labels.NewScratchBuilder(len(e.Labels))
+	for _, l := range e.Labels {
+		sb.Add(l.Name, l.Value)
+	}
+	sb.Sort()
+	return tsdb.Exemplar{Labels: sb.Labels(), T: e.Timestamp, V: e.Value}
 }

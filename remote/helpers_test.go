@@ -39,6 +39,19 @@ type recordingAppender struct {
 	reject  func(ls labels.Labels, s tsdb.Sample) error
 }
 
+// exemplars returns how many exemplars were written.
+func (a *recordingAppender) exemplars() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := 0
+	for _, b := range a.batches {
+		for _, s := range b.Series {
+			n += len(s.Exemplars)
+		}
+	}
+	return n
+}
+
 func (a *recordingAppender) AppendBatch(_ context.Context, b *tsdb.Batch) (tsdb.AppendResult, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -59,8 +72,9 @@ func (a *recordingAppender) AppendBatch(_ context.Context, b *tsdb.Batch) (tsdb.
 			ss = append(ss, smp)
 		}
 		res.SamplesWritten += len(ss)
-		if len(ss) > 0 {
-			kept.Series = append(kept.Series, tsdb.BatchSeries{Labels: s.Labels, Samples: ss})
+		res.ExemplarsWritten += len(s.Exemplars)
+		if len(ss) > 0 || len(s.Exemplars) > 0 {
+			kept.Series = append(kept.Series, tsdb.BatchSeries{Labels: s.Labels, Samples: ss, Exemplars: s.Exemplars})
 		}
 	}
 	a.batches = append(a.batches, kept)

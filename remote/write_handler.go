@@ -41,7 +41,7 @@ const (
 // Errors reported for data tandem does not store yet.
 var (
 	errHistogramsUnsupported = errors.New("native histograms are not supported yet")
-	errExemplarsUnsupported  = errors.New("exemplars are not supported yet")
+	errExemplarsRefused      = errors.New("exemplars out of order for their series, over the exemplar limit, or of an invalid series")
 )
 
 // protoVersion is the negotiated protobuf message of a request.
@@ -229,16 +229,12 @@ func (h *writeHandler) handle(r *http.Request) response {
 	if st.histograms > 0 {
 		h.metrics.dropped.WithLabelValues(droppedHistogram).Add(float64(st.histograms))
 	}
-	if st.exemplars > 0 {
-		h.metrics.dropped.WithLabelValues(droppedExemplar).Add(float64(st.exemplars))
-	}
-	if ver == protoV1 && st.histograms+st.exemplars > 0 {
+	if ver == protoV1 && st.histograms > 0 {
 		if ok, n := h.droppedLog.allow(); ok {
-			h.logger.Warn("dropping native histograms and exemplars of a 1.0 request: not supported yet",
-				"histograms", st.histograms, "exemplars", st.exemplars, "suppressed_logs", n)
+			h.logger.Warn("dropping native histograms of a 1.0 request: not supported yet",
+				"histograms", st.histograms, "suppressed_logs", n)
 		} else {
-			h.logger.Debug("dropping native histograms and exemplars of a 1.0 request: not supported yet",
-				"histograms", st.histograms, "exemplars", st.exemplars)
+			h.logger.Debug("dropping native histograms of a 1.0 request: not supported yet", "histograms", st.histograms)
 		}
 	}
 
@@ -251,6 +247,12 @@ func (h *writeHandler) handle(r *http.Request) response {
 		}
 	}
 	resp.samples = res.SamplesWritten
+	resp.exemplars = res.ExemplarsWritten
+	exemplarsLost := st.exemplars - res.ExemplarsWritten
+	if exemplarsLost > 0 {
+		// Out of order for their series, beyond the exemplar limit, or on an invalid series.
+		h.metrics.dropped.WithLabelValues(droppedExemplar).Add(float64(exemplarsLost))
+	}
 
 	// Merge the storage's refusals with the decoder's.
 	for reason, n := range st.invalid.Rejected {
@@ -260,7 +262,7 @@ func (h *writeHandler) handle(r *http.Request) response {
 		h.metrics.samplesRejected.WithLabelValues(tsdb.ReasonLabel(reason)).Add(float64(n))
 	}
 
-	unwritten := res.RejectedTotal() > 0 || ver == protoV2 && st.histograms+st.exemplars > 0
+	unwritten := res.RejectedTotal() > 0 || ver == protoV2 && (st.histograms > 0 || exemplarsLost > 0)
 	if !unwritten {
 		resp.status = http.StatusNoContent
 		return resp
@@ -269,7 +271,7 @@ func (h *writeHandler) handle(r *http.Request) response {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "partial write: %d of %d samples written", resp.samples, st.samples)
 	if st.histograms > 0 || st.exemplars > 0 {
-		fmt.Fprintf(&sb, ", 0 of %d histograms, 0 of %d exemplars", st.histograms, st.exemplars)
+		fmt.Fprintf(&sb, ", 0 of %d histograms, %d of %d exemplars", st.histograms, res.ExemplarsWritten, st.exemplars)
 	}
 	if err := res.Err(); err != nil {
 		sb.WriteString("\n")
@@ -278,8 +280,8 @@ func (h *writeHandler) handle(r *http.Request) response {
 	if st.histograms > 0 {
 		fmt.Fprintf(&sb, "\n%d histogram samples not written: %v (e.g. series %s)", st.histograms, errHistogramsUnsupported, st.histogramSeries)
 	}
-	if st.exemplars > 0 {
-		fmt.Fprintf(&sb, "\n%d exemplars not written: %v (e.g. series %s)", st.exemplars, errExemplarsUnsupported, st.exemplarSeries)
+	if exemplarsLost > 0 {
+		fmt.Fprintf(&sb, "\n%d exemplars not written: %v (e.g. series %s)", exemplarsLost, errExemplarsRefused, st.exemplarSeries)
 	}
 	resp.status = http.StatusBadRequest
 	resp.body = sb.String()

@@ -529,11 +529,10 @@ func TestWriteV2HistogramsAndExemplars(t *testing.T) {
 
 	r := postV2(t, srv.URL, b.build())
 	expectStatus(t, r, http.StatusBadRequest)
-	expectWritten(t, r, "3", "0", "0")
+	expectWritten(t, r, "3", "0", "1") // exemplars are stored; histograms are not
 	for _, want := range []string{
-		"3 of 3 samples written, 0 of 2 histograms, 0 of 1 exemplars",
+		"3 of 3 samples written, 0 of 2 histograms, 1 of 1 exemplars",
 		`2 histogram samples not written: native histograms are not supported yet (e.g. series {__name__="latency_seconds", job="x"})`,
-		`1 exemplars not written: exemplars are not supported yet (e.g. series {__name__="req_total", job="x"})`,
 	} {
 		if !strings.Contains(r.body, want) {
 			t.Errorf("body %q does not contain %q", r.body, want)
@@ -545,12 +544,16 @@ func TestWriteV2HistogramsAndExemplars(t *testing.T) {
 	if v := counterValue(t, reg, "tandem_remote_write_dropped_total", "histogram"); v != 2 {
 		t.Errorf("dropped{histogram} = %v", v)
 	}
-	if v := counterValue(t, reg, "tandem_remote_write_dropped_total", "exemplar"); v != 1 {
-		t.Errorf("dropped{exemplar} = %v", v)
+	if v := counterValue(t, reg, "tandem_remote_write_dropped_total", "exemplar"); v != 0 {
+		t.Errorf("dropped{exemplar} = %v, want 0 (stored)", v)
+	}
+	if n := app.exemplars(); n != 1 {
+		t.Errorf("%d exemplars reached the storage, want 1", n)
 	}
 }
 
-// TestWriteV1HistogramsAndExemplarsDropped: 1.0 cannot report them, so they are dropped and counted.
+// TestWriteV1HistogramsAndExemplarsDropped: 1.0 cannot report histograms, so
+// they are dropped and counted; exemplars reach the storage.
 func TestWriteV1HistogramsAndExemplarsDropped(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	app := &recordingAppender{}
@@ -568,8 +571,11 @@ func TestWriteV1HistogramsAndExemplarsDropped(t *testing.T) {
 	if v := counterValue(t, reg, "tandem_remote_write_dropped_total", "histogram"); v != 1 {
 		t.Errorf("dropped{histogram} = %v", v)
 	}
-	if v := counterValue(t, reg, "tandem_remote_write_dropped_total", "exemplar"); v != 1 {
-		t.Errorf("dropped{exemplar} = %v", v)
+	if v := counterValue(t, reg, "tandem_remote_write_dropped_total", "exemplar"); v != 0 {
+		t.Errorf("dropped{exemplar} = %v, want 0 (stored)", v)
+	}
+	if n := app.exemplars(); n != 1 {
+		t.Errorf("%d exemplars reached the storage, want 1", n)
 	}
 }
 
