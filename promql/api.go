@@ -110,6 +110,8 @@ type APIOptions struct {
 	StartTime func() (int64, error)
 	// Blocks lists the storage's blocks for /api/v1/status/tsdb/blocks; may be nil.
 	Blocks func() ([]tsdb.BlockMeta, error)
+	// Exemplars serves /api/v1/query_exemplars; nil answers empty lists.
+	Exemplars storage.ExemplarQueryable
 	// Admin, when set, enables /api/v1/admin/tsdb/* (like --web.enable-admin-api).
 	Admin Admin
 	// DataDir is where snapshots are written (<DataDir>/snapshots/<name>).
@@ -202,6 +204,10 @@ func NewAPIHandler(opts APIOptions, engine *prompromql.Engine) (http.Handler, er
 	if opts.RegisterFeatures != nil {
 		opts.RegisterFeatures(featureRegistry)
 	}
+	var exemplars storage.ExemplarQueryable = noExemplars{}
+	if opts.Exemplars != nil {
+		exemplars = opts.Exemplars
+	}
 	var rulesRetriever v1.RulesRetriever = noRules{}
 	if opts.Rules != nil {
 		rulesRetriever = opts.Rules
@@ -230,7 +236,7 @@ func NewAPIHandler(opts APIOptions, engine *prompromql.Engine) (http.Handler, er
 		engine,
 		opts.Queryable,
 		nil, // no appender: remote write and OTLP are served by tandem itself
-		noExemplars{},
+		exemplars,
 		func(context.Context) v1.ScrapePoolsRetriever { return noTargets{} },
 		func(context.Context) v1.TargetRetriever { return noTargets{} },
 		func(context.Context) v1.AlertmanagerRetriever { return amRetriever },

@@ -57,6 +57,7 @@ type config struct {
 	haReplica     string
 	haFailover    time.Duration
 	inferStale    int
+	maxExemplars  int
 	walSync       time.Duration
 	walSegment    int64
 	blockRange    time.Duration
@@ -111,6 +112,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.DurationVar(&c.maxFutureSkew, "storage.max-future-skew", def.MaxFutureSkew, "Reject samples further than this ahead of the wall clock.")
 	fs.DurationVar(&c.oooWindow, "storage.out-of-order-window", def.OutOfOrderWindow, "Per group, accept samples this far behind the group's newest timestamp in any order; 0 refuses out-of-order samples.")
 	fs.DurationVar(&c.lateMaxAge, "storage.late-max-age", def.LateMaxAge, "Accept samples for time ranges already flushed to blocks up to this age (written to out-of-order blocks); 0 refuses them as too old.")
+	fs.IntVar(&c.maxExemplars, "storage.exemplars.max", def.MaxExemplars, "Exemplars kept (the newest; logged in the WAL, kept across restarts); 0 stores none.")
 	fs.IntVar(&c.inferStale, "storage.infer-staleness-after", 0, "Write a staleness marker for a series missing from this many consecutive rows of its group (for senders without staleness markers); 0 disables.")
 	fs.StringVar(&c.haCluster, "ha.cluster-label", "cluster", "Label naming an HA pair's cluster; part of the group key.")
 	fs.StringVar(&c.haReplica, "ha.replica-label", def.HAReplicaLabel, "Label telling an HA pair's replicas apart: removed from stored series, one replica per group is kept; empty disables deduplication.")
@@ -319,6 +321,7 @@ func runServer(c *config, logger *slog.Logger) error {
 	opts.OutOfOrderWindow = c.oooWindow
 	opts.LateMaxAge = c.lateMaxAge
 	opts.InferStalenessRows = c.inferStale
+	opts.MaxExemplars = c.maxExemplars
 	opts.HAReplicaLabel = c.haReplica
 	opts.HAFailoverTimeout = c.haFailover
 	if c.haCluster != "" && !slices.Contains(opts.SenderLabels, c.haCluster) {
@@ -466,6 +469,7 @@ func runServer(c *config, logger *slog.Logger) error {
 				Version:              version, Revision: revision, Branch: branch, BuildDate: buildDate,
 				StartTime: h.StartTime,
 				Blocks:    blockMetas(h),
+				Exemplars: h,
 				DataDir:   c.storagePath,
 			}
 			if c.enableAdmin {
