@@ -432,6 +432,18 @@ func TestEndToEnd(t *testing.T) {
 				alignedAtLeast = alignedAtLeast * 9 / 10
 			}
 			checkHeadMetrics(t, p, targets*perTarget, alignedAtLeast)
+			var gs struct {
+				Groups       int `json:"groups"`
+				Series       int `json:"series"`
+				TopByMembers []struct {
+					Key     string `json:"key"`
+					Members int    `json:"members"`
+				} `json:"topByMembers"`
+			}
+			p.api(t, "/api/v1/status/groups", url.Values{"limit": {"3"}}, false, &gs)
+			if gs.Groups != targets || gs.Series != targets*perTarget || len(gs.TopByMembers) != 3 || gs.TopByMembers[0].Members != perTarget {
+				t.Errorf("status/groups: %+v", gs)
+			}
 		})
 	}
 }

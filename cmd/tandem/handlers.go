@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"net/http"
+	"strconv"
 	"sync"
 
 	"github.com/tandem-tsdb/tandem/tsdb"
@@ -37,4 +39,29 @@ func (a *atomicHead) write() http.Handler {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	return a.writeH
+}
+
+// groupsHandler serves /api/v1/status/groups: tandem's cardinality view by
+// group (members, aligned and unaligned, head chunks), in the API envelope.
+func (a *atomicHead) groupsHandler(w http.ResponseWriter, r *http.Request) {
+	a.mu.RLock()
+	db := a.h
+	a.mu.RUnlock()
+	w.Header().Set("Content-Type", "application/json")
+	if db == nil || !db.Ready() {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		json.NewEncoder(w).Encode(map[string]string{"status": "error", "errorType": "unavailable", "error": "tandem is not ready: replaying the WAL"})
+		return
+	}
+	limit := 10
+	if s := r.FormValue("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 || n > 10000 {
+			w.WriteHeader(http.StatusBadRequest)
+			json.NewEncoder(w).Encode(map[string]string{"status": "error", "errorType": "bad_data", "error": "limit must be a number from 1 to 10000"})
+			return
+		}
+		limit = n
+	}
+	json.NewEncoder(w).Encode(map[string]any{"status": "success", "data": db.GroupStats(limit)})
 }

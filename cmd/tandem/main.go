@@ -374,6 +374,7 @@ func runServer(c *config, logger *slog.Logger) error {
 	})
 	mux.Handle("/api/v1/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { head.api().ServeHTTP(w, r) }))
 	mux.Handle("/api/v1/write", instrument("write", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { head.write().ServeHTTP(w, r) })))
+	mux.Handle("/api/v1/status/groups", instrument("groups", http.HandlerFunc(head.groupsHandler)))
 	// Rule reloads (POST/PUT /-/reload, SIGHUP) reach the rules once they are loaded.
 	var ruleSvc atomic.Pointer[rules.Service]
 	mux.Handle("/-/reload", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
