@@ -505,6 +505,8 @@ func (h *Head) AppendBatch(_ context.Context, b *Batch) (AppendResult, error) {
 					// already written by it (accepted, not stored again).
 					n := len(b.Series[i].Samples)
 					res.SamplesWritten += n
+					res.ExemplarsWritten += len(b.Series[i].Exemplars)
+					b.Series[i].Exemplars = nil // nor are its exemplars
 					h.counters.haDeduped.Add(int64(n))
 					continue
 				}
