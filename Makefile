@@ -11,7 +11,7 @@ FUZZ_TARGETS := \
 	./tsdb/record:FuzzDecode ./tsdb/wal:FuzzReplay \
 	./remote:FuzzDecodeV1 ./remote:FuzzDecodeV2
 
-.PHONY: all build run test vet unit fuzz bench clean
+.PHONY: all build run test vet unit e2e fuzz bench clean
 
 all: build
 
@@ -32,6 +32,12 @@ vet:
 
 unit:
 	$(GO) test -race -timeout 20m ./...
+
+## e2e: the end-to-end tests with real external programs: Prometheus 3 (remote write 1.0/2.0,
+## remote read, docker/prometheus.yml), node_exporter, Alertmanager, and the Grafana dashboard.
+## `make unit` runs them too. Prometheus: $$TANDEM_PROMETHEUS or /root/.cache/tandem-bin/prometheus.
+e2e:
+	$(GO) test -race -timeout 10m -run 'TestPrometheusEndToEnd|TestRulesEndToEnd|TestDashboard|TestDocker' -v ./cmd/tandem/
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

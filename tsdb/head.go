@@ -425,6 +425,8 @@ type commitState struct {
 // call returns after the record is written. The error is non-nil only for a
 // server-side failure (the WAL could not be written); a retry of the same
 // batch is then idempotent.
+// The batch belongs to the head for the call: it may clear the exemplars of
+// series it drops (an HA replica that is not elected).
 func (h *Head) AppendBatch(_ context.Context, b *Batch) (AppendResult, error) {
 	var res AppendResult
 	cs := h.commitPool.Get().(*commitState)
