@@ -249,9 +249,23 @@ func testPrometheusEndToEnd(t *testing.T, promBin, neAddr, message string) {
 
 	// Restart tandem in the middle: SIGTERM, then start it again on the same
 	// address and data; Prometheus retries what failed meanwhile.
+	// Wait (at least 7 s, at most 60 s on a loaded machine) until Prometheus
+	// scraped every target a few times and tandem received its samples.
 	time.Sleep(time.Until(started.Add(7 * time.Second)))
-	if got, _ := sumMetric(scrapeMetrics(t, tandem), "tandem_remote_write_samples_received_total"); got == 0 {
-		t.Fatalf("tandem received no samples from Prometheus in 7s\n%s", prom.log)
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(250 * time.Millisecond) {
+		var cnt queryData
+		promAPI.api(t, "/api/v1/query", url.Values{"query": {`count({__name__=~".+"})`}}, false, &cnt)
+		res := decodeResult(t, cnt)
+		got, _ := sumMetric(scrapeMetrics(t, tandem), "tandem_remote_write_samples_received_total")
+		if len(res) == 1 && len(res[0].V) == 1 && res[0].V[0] >= 500 && got > 0 {
+			// The check below looks back from a second before the restart:
+			// let every target's first scrapes fall inside that window.
+			time.Sleep(2500 * time.Millisecond)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 60s Prometheus has %v series and tandem received %v samples\n%s", res, got, prom.log)
+		}
 	}
 	restartAt := time.Now().Add(-time.Second).Truncate(time.Second)
 	tandemExt.stop(syscall.SIGTERM)
@@ -261,7 +275,8 @@ func testPrometheusEndToEnd(t *testing.T, promBin, neAddr, message string) {
 	time.Sleep(500 * time.Millisecond) // some scrapes of tandem and sends fail
 	tandem, tandemExt = startTandemAt(t, dataDir, tandemAddr, tandemArgs...)
 
-	time.Sleep(time.Until(started.Add(16 * time.Second)))
+	restarted := time.Now()
+	time.Sleep(time.Until(restarted.Add(8 * time.Second)))
 	evalT := time.Now().Add(-4 * time.Second).Truncate(time.Second)
 	waitSent(t, tandem, evalT.Add(2*time.Second))
 
