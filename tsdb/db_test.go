@@ -13,7 +13,6 @@ import (
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
-	"github.com/prometheus/prometheus/tsdb/chunkenc"
 
 	"github.com/tandem-tsdb/tandem/tsdb/block"
 )
@@ -33,36 +32,10 @@ func openDB(t testing.TB, dir string, mod func(*DBOptions)) *DB {
 	return db
 }
 
-// readQuerier reads every sample of every series through a storage.Querier.
+// readQuerier reads every sample of every series through q (closing it).
 func readQuerier(t *testing.T, q storage.Querier, ms ...*labels.Matcher) model {
 	t.Helper()
-	defer q.Close()
-	if len(ms) == 0 {
-		ms = []*labels.Matcher{labels.MustNewMatcher(labels.MatchRegexp, "__name__", ".+")}
-	}
-	ss := q.Select(context.Background(), true, nil, ms...)
-	got := model{}
-	var it chunkenc.Iterator
-	for ss.Next() {
-		s := ss.At()
-		it = s.Iterator(it)
-		last := int64(math.MinInt64)
-		for it.Next() == chunkenc.ValFloat {
-			ts, v := it.At()
-			if ts <= last {
-				t.Fatalf("%s: %d after %d", s.Labels(), ts, last)
-			}
-			last = ts
-			got.add(s.Labels(), ts, v)
-		}
-		if err := it.Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := ss.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return got
+	return readSeries(t, q, math.MinInt64, math.MaxInt64, ms...)
 }
 
 func dbAll(t *testing.T, db *DB) model {

@@ -48,17 +48,24 @@ func (m model) add(lset labels.Labels, t int64, v float64) {
 	m[k][t] = math.Float64bits(v)
 }
 
-// readAll returns every sample of every series as the model's type.
+// readAll returns every sample of every series in [mint, maxt] of the head.
 func readAll(t *testing.T, h *Head, mint, maxt int64, ms ...*labels.Matcher) model {
 	t.Helper()
-	if len(ms) == 0 {
-		ms = []*labels.Matcher{labels.MustNewMatcher(labels.MatchRegexp, "__name__", ".+")}
-	}
 	q, err := h.Querier(mint, maxt)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return readSeries(t, q, mint, maxt, ms...)
+}
+
+// readSeries reads every sample through q (closing it), checking that series
+// come sorted, samples in increasing time order and within [mint, maxt].
+func readSeries(t *testing.T, q storage.Querier, mint, maxt int64, ms ...*labels.Matcher) model {
+	t.Helper()
 	defer q.Close()
+	if len(ms) == 0 {
+		ms = []*labels.Matcher{labels.MustNewMatcher(labels.MatchRegexp, "__name__", ".+")}
+	}
 	ss := q.Select(context.Background(), true, nil, ms...)
 	got := model{}
 	var prev labels.Labels
