@@ -547,3 +547,43 @@ func TestDBRetentionSize(t *testing.T) {
 		t.Fatal("size retention kept the oldest block")
 	}
 }
+
+// TestDBLateOnlySeriesVisible: a series that only ever sends data for ranges
+// already flushed is visible as soon as its samples are acknowledged.
+func TestDBLateOnlySeriesVisible(t *testing.T) {
+	const hour = int64(3600000)
+	db := openDB(t, t.TempDir(), func(o *DBOptions) {
+		o.Head.BlockRange = time.Hour
+		o.Head.Now = func() int64 { return 6 * hour }
+	})
+	defer db.Close()
+	want := model{}
+	fast := series("lo", "job", "j", "instance", "fast")
+	for ts := int64(0); ts < 5*hour; ts += 15000 {
+		if _, err := db.AppendBatch(context.Background(), &Batch{Series: []BatchSeries{{Labels: fast, Samples: []Sample{{T: ts, V: 1}}}}}); err != nil {
+			t.Fatal(err)
+		}
+		want.add(fast, ts, 1)
+	}
+	if err := db.Flush(false); err != nil {
+		t.Fatal(err)
+	}
+	// A new target whose first samples are 4 h old; then an older one arrives too.
+	late := series("lo", "job", "j", "instance", "late")
+	for _, ts := range []int64{2 * hour, 2*hour + 15000, hour} {
+		res, err := db.AppendBatch(context.Background(), &Batch{Series: []BatchSeries{{Labels: late, Samples: []Sample{{T: ts, V: 2}}}}})
+		if err != nil || res.Err() != nil {
+			t.Fatal(err, res.Err())
+		}
+		want.add(late, ts, 2)
+		compareModels(t, want, dbAll(t, db))
+		q, _ := db.Querier(ts, ts)
+		if got := readQuerier(t, q, labels.MustNewMatcher(labels.MatchEqual, "instance", "late")); len(got) != 1 {
+			t.Fatalf("late sample at %d not visible in a window around it: %v", ts, got)
+		}
+	}
+	if err := db.Flush(false); err != nil { // a truncation with late samples waiting
+		t.Fatal(err)
+	}
+	compareModels(t, want, dbAll(t, db))
+}

@@ -278,7 +278,11 @@ func (g *group) lookup(s *memSeries, t int64) (float64, bool) {
 // held. Frozen chunks are shared; the chunk being built and open rows are copied.
 func (g *group) snapshot(s *memSeries, mint, maxt int64) *seriesData {
 	d := &seriesData{mint: mint, maxt: maxt}
-	if s.lastT < mint || s.minT > maxt {
+	newest := s.lastT
+	if n := len(s.late); n > 0 && s.late[n-1].T > newest {
+		newest = s.late[n-1].T // late samples newer than its in-order ones
+	}
+	if newest < mint || s.minT > maxt {
 		return d
 	}
 	d.parts = d.add(d.parts, g.aligned, s.col)

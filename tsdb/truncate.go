@@ -31,9 +31,12 @@ func (h *Head) Truncate(mint int64) {
 			}
 			switch {
 			case s.lastT < mint:
-				s.minT = math.MaxInt64 // nothing left in the head
+				s.minT = math.MaxInt64 // nothing left in the head's chunks
 			case s.minT < mint:
 				s.minT = mint
+			}
+			if len(s.late) > 0 && s.late[0].T < s.minT {
+				s.minT = s.late[0].T // late samples wait for their block
 			}
 		}
 	})
