@@ -11,7 +11,7 @@ FUZZ_TARGETS := \
 	./tsdb/record:FuzzDecode ./tsdb/wal:FuzzReplay \
 	./remote:FuzzDecodeV1 ./remote:FuzzDecodeV2
 
-.PHONY: all build run test vet unit e2e fuzz bench clean
+.PHONY: all build run test vet unit e2e fuzz bench docs clean
 
 all: build
 
@@ -49,11 +49,28 @@ fuzz:
 		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg; \
 	done
 
-## bench: ingest micro-benchmarks next to Prometheus's tsdb in the same run.
-bench:
+## bench: Go micro-benchmarks next to Prometheus's own packages in the same run, then the
+## side-by-side harness (cmd/tandem-bench: tandem, VictoriaMetrics, Prometheus on the same
+## pre-encoded workload; BENCH_SIZE=quick|large). Results: docs/benchmarks.md.
+BENCH_SIZE ?= quick
+BIN_DIR ?= $(HOME)/.cache/tandem-bin
+PROMETHEUS_VERSION ?= v0.316.0
+VICTORIAMETRICS_VERSION ?= v1.151.0
+bench: bench-micro bench-peers
+	$(GO) run ./cmd/tandem-bench -size $(BENCH_SIZE) -bin-dir $(BIN_DIR) -json bench-$(BENCH_SIZE).json
+
+bench-micro:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime=5x ./tsdb/ ./tsdb/block/
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime=3x ./remote/
 	$(GO) test -run '^$$' -bench . -benchmem ./tsdb/encoding/ ./tsdb/record/
+
+## bench-peers: build the pinned peers once into $(BIN_DIR) (Prometheus takes several minutes).
+bench-peers:
+	@mkdir -p $(BIN_DIR)
+	@test -x $(BIN_DIR)/victoria-metrics || { echo "building VictoriaMetrics $(VICTORIAMETRICS_VERSION)"; \
+		GOBIN=$(BIN_DIR) CGO_ENABLED=0 GOFLAGS=-buildvcs=false $(GO) install github.com/VictoriaMetrics/VictoriaMetrics/app/victoria-metrics@$(VICTORIAMETRICS_VERSION); }
+	@test -x $(BIN_DIR)/prometheus || { echo "building Prometheus $(PROMETHEUS_VERSION)"; \
+		GOBIN=$(BIN_DIR) GOFLAGS=-buildvcs=false $(GO) install github.com/prometheus/prometheus/cmd/prometheus@$(PROMETHEUS_VERSION); }
 
 clean:
 	rm -rf bin

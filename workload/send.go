@@ -87,55 +87,105 @@ func (r Request) Message() any {
 // Version 2 requests carry a symbols table and per-series metadata; version 1
 // requests carry the metric metadata in each shard's first request.
 func BuildRequests(scrapes []Scrape, opts SendOptions) ([][]Request, error) {
+	out := make([][]Request, max(opts.Shards, 1))
+	b, err := NewBatcher(opts, func(r Request) error {
+		if r.Shard >= len(out) {
+			out = append(out, make([][]Request, r.Shard+1-len(out))...)
+		}
+		out[r.Shard] = append(out[r.Shard], r)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := b.Add(scrapes); err != nil {
+		return nil, err
+	}
+	if err := b.Flush(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Batcher is BuildRequests for a stream of scrapes: Add scrapes in order,
+// then Flush; every finished request is passed to the emit function.
+type Batcher struct {
+	opts     SendOptions
+	emit     func(Request) error
+	pending  [][]*Sample
+	pendingT [][]int64
+	metaSent []bool
+	deadline int64
+	t0       int64
+	started  bool
+}
+
+// NewBatcher returns a Batcher that passes each request to emit.
+func NewBatcher(opts SendOptions, emit func(Request) error) (*Batcher, error) {
 	if err := opts.setDefaults(); err != nil {
 		return nil, err
 	}
-	out := make([][]Request, opts.Shards)
-	pending := make([][]*Sample, opts.Shards)
-	pendingT := make([][]int64, opts.Shards)
-	metaSent := make([]bool, opts.Shards)
-	deadline := opts.BatchDeadline.Milliseconds()
-	var t0 int64
-	if len(scrapes) > 0 {
-		t0 = scrapes[0].T
+	return &Batcher{
+		opts: opts, emit: emit,
+		pending: make([][]*Sample, opts.Shards), pendingT: make([][]int64, opts.Shards),
+		metaSent: make([]bool, opts.Shards), deadline: opts.BatchDeadline.Milliseconds(),
+	}, nil
+}
+
+func (b *Batcher) flush(sh int) error {
+	if len(b.pending[sh]) == 0 {
+		return nil
 	}
-	flush := func(sh int) {
-		if len(pending[sh]) == 0 {
-			return
-		}
-		var r Request
-		if opts.Version == 2 {
-			r = buildV2(pending[sh], pendingT[sh])
-		} else {
-			r = buildV1(pending[sh], pendingT[sh], !metaSent[sh])
-			metaSent[sh] = true
-		}
-		r.Shard = sh
-		r.Round = int((pendingT[sh][0] - t0) / deadline)
-		out[sh] = append(out[sh], r)
-		pending[sh], pendingT[sh] = nil, nil
+	var r Request
+	if b.opts.Version == 2 {
+		r = buildV2(b.pending[sh], b.pendingT[sh])
+	} else {
+		r = buildV1(b.pending[sh], b.pendingT[sh], !b.metaSent[sh])
+		b.metaSent[sh] = true
+	}
+	r.Shard = sh
+	r.Round = int((b.pendingT[sh][0] - b.t0) / b.deadline)
+	b.pending[sh], b.pendingT[sh] = nil, nil
+	return b.emit(r)
+}
+
+// Add batches the samples of scrapes, which follow the previous ones in time.
+func (b *Batcher) Add(scrapes []Scrape) error {
+	if !b.started && len(scrapes) > 0 {
+		b.t0, b.started = scrapes[0].T, true
 	}
 	for i := range scrapes {
 		sc := &scrapes[i]
-		for sh := range pending {
-			if len(pendingT[sh]) > 0 && sc.T-pendingT[sh][0] >= deadline {
-				flush(sh)
+		for sh := range b.pending {
+			if len(b.pendingT[sh]) > 0 && sc.T-b.pendingT[sh][0] >= b.deadline {
+				if err := b.flush(sh); err != nil {
+					return err
+				}
 			}
 		}
 		for j := range sc.Samples {
 			s := &sc.Samples[j]
-			sh := int(s.Ref % uint64(opts.Shards))
-			pending[sh] = append(pending[sh], s)
-			pendingT[sh] = append(pendingT[sh], sc.T)
-			if len(pending[sh]) >= opts.MaxSamplesPerSend {
-				flush(sh)
+			sh := int(s.Ref % uint64(b.opts.Shards))
+			b.pending[sh] = append(b.pending[sh], s)
+			b.pendingT[sh] = append(b.pendingT[sh], sc.T)
+			if len(b.pending[sh]) >= b.opts.MaxSamplesPerSend {
+				if err := b.flush(sh); err != nil {
+					return err
+				}
 			}
 		}
 	}
-	for sh := range pending {
-		flush(sh)
+	return nil
+}
+
+// Flush emits every shard's pending batch.
+func (b *Batcher) Flush() error {
+	for sh := range b.pending {
+		if err := b.flush(sh); err != nil {
+			return err
+		}
 	}
-	return out, nil
+	return nil
 }
 
 func buildV1(samples []*Sample, ts []int64, withMeta bool) Request {

@@ -174,16 +174,55 @@ func hasHistogram(ts []Template) bool {
 // deterministic for a given Options (with Start and Seed set). Labels of a
 // series are shared by all of its samples.
 func Generate(opts Options) ([]Scrape, error) {
+	g, err := NewGenerator(opts)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Scrape, 0, g.opts.Targets*g.opts.Scrapes)
+	for {
+		round := g.Next()
+		if round == nil {
+			break
+		}
+		out = append(out, round...)
+	}
+	sort.SliceStable(out, func(a, b int) bool {
+		if out[a].T != out[b].T {
+			return out[a].T < out[b].T
+		}
+		return out[a].Target < out[b].Target
+	})
+	return out, nil
+}
+
+// Generator produces the scrapes of Generate one round (one scrape of every
+// target) at a time, so that large workloads need not be held in memory.
+type Generator struct {
+	opts    Options
+	k       int
+	start   int64
+	iv      int64
+	targets []*genTarget
+	metas   []*Metadata
+}
+
+type genTarget struct {
+	inst   string
+	lsets  []labels.Labels
+	st     *targetState
+	rng    *rand.Rand
+	jitter bool
+}
+
+// NewGenerator returns a Generator for opts (defaults as for Generate).
+func NewGenerator(opts Options) (*Generator, error) {
 	if err := opts.setDefaults(); err != nil {
 		return nil, err
 	}
 	n := len(opts.Templates)
-	out := make([]Scrape, 0, opts.Targets*opts.Scrapes)
-	start := opts.Start.UnixMilli()
-	iv := opts.Interval.Milliseconds()
-	metas := make([]*Metadata, n)
+	g := &Generator{opts: opts, start: opts.Start.UnixMilli(), iv: opts.Interval.Milliseconds(), metas: make([]*Metadata, n)}
 	for i := range opts.Templates {
-		metas[i] = &opts.Templates[i].Meta
+		g.metas[i] = &opts.Templates[i].Meta
 	}
 	for tgt := 0; tgt < opts.Targets; tgt++ {
 		rng := rand.New(rand.NewPCG(opts.Seed, uint64(tgt)+1))
@@ -195,29 +234,45 @@ func Generate(opts Options) ([]Scrape, error) {
 			b.Set("instance", inst)
 			lsets[i] = b.Labels()
 		}
-		st := newTargetState(opts.Templates, rng)
-		jitter := tgt >= opts.Targets-opts.JitterTargets
-		for k := 0; k < opts.Scrapes; k++ {
-			t := start + int64(k)*iv
-			if jitter {
-				j := opts.Jitter.Milliseconds()
-				t += rng.Int64N(2*j+1) - j
-			}
-			vals := st.next(opts.Interval.Seconds(), k == 0)
-			sc := Scrape{Target: tgt, Instance: inst, T: t, Samples: make([]Sample, n)}
-			for i := range vals {
-				sc.Samples[i] = Sample{Ref: uint64(tgt*n + i), Labels: lsets[i], Meta: metas[i], V: vals[i]}
-			}
-			out = append(out, sc)
-		}
+		g.targets = append(g.targets, &genTarget{
+			inst: inst, lsets: lsets, st: newTargetState(opts.Templates, rng), rng: rng,
+			jitter: tgt >= opts.Targets-opts.JitterTargets,
+		})
 	}
-	sort.SliceStable(out, func(a, b int) bool {
-		if out[a].T != out[b].T {
-			return out[a].T < out[b].T
+	return g, nil
+}
+
+// SeriesPerTarget is the number of series each target exposes.
+func (g *Generator) SeriesPerTarget() int { return len(g.opts.Templates) }
+
+// Options returns the generator's options with defaults applied.
+func (g *Generator) Options() Options { return g.opts }
+
+// Next returns the next round: one scrape per target, ordered by timestamp
+// then target; nil after the last round.
+func (g *Generator) Next() []Scrape {
+	if g.k >= g.opts.Scrapes {
+		return nil
+	}
+	k := g.k
+	g.k++
+	n := len(g.opts.Templates)
+	out := make([]Scrape, 0, len(g.targets))
+	for tgt, gt := range g.targets {
+		t := g.start + int64(k)*g.iv
+		if gt.jitter {
+			j := g.opts.Jitter.Milliseconds()
+			t += gt.rng.Int64N(2*j+1) - j
 		}
-		return out[a].Target < out[b].Target
-	})
-	return out, nil
+		vals := gt.st.next(g.opts.Interval.Seconds(), k == 0)
+		sc := Scrape{Target: tgt, Instance: gt.inst, T: t, Samples: make([]Sample, n)}
+		for i := range vals {
+			sc.Samples[i] = Sample{Ref: uint64(tgt*n + i), Labels: gt.lsets[i], Meta: g.metas[i], V: vals[i]}
+		}
+		out = append(out, sc)
+	}
+	sort.SliceStable(out, func(a, b int) bool { return out[a].T < out[b].T })
+	return out
 }
 
 // targetState carries one target's current values between scrapes.

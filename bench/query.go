@@ -1,0 +1,315 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Query is one request of the query set.
+type Query struct {
+	Name   string
+	Path   string // /api/v1/query, /api/v1/query_range, /api/v1/series, /api/v1/labels
+	Params url.Values
+}
+
+// QuerySet is the query set of the benchmark over w's time span: range
+// queries step 60 s, instant queries at the last scrape.
+func QuerySet(w *Workload) []Query {
+	end := w.MaxT / 1000
+	start := w.MinT / 1000
+	hour := end - 3600
+	str := func(s int64) string { return strconv.FormatInt(s, 10) }
+	rng := func(q string, from int64) url.Values {
+		return url.Values{"query": {q}, "start": {str(from)}, "end": {str(end)}, "step": {"60"}}
+	}
+	inst := func(q string) url.Values { return url.Values{"query": {q}, "time": {str(end)}} }
+	span := time.Duration(end-start) * time.Second
+	return []Query{
+		{"sum by(instance)(rate(cpu[5m])) 1h", "/api/v1/query_range", rng(`sum by(instance)(rate(node_cpu_seconds_total[5m]))`, hour)},
+		{"sum by(instance)(rate(cpu[5m])) full span", "/api/v1/query_range", rng(`sum by(instance)(rate(node_cpu_seconds_total[5m]))`, start)},
+		{"sum by(mode)(rate(cpu[5m])) full span", "/api/v1/query_range", rng(`sum by(mode)(rate(node_cpu_seconds_total[5m]))`, start)},
+		{"histogram_quantile(0.9, ...) full span", "/api/v1/query_range", rng(`histogram_quantile(0.9, sum by(le)(rate(promhttp_metric_handler_request_duration_seconds_bucket[5m])))`, start)},
+		{`count by(job)({__name__=~"node_.*"})`, "/api/v1/query", inst(`count by(job)({__name__=~"node_.*"})`)},
+		{"avg by(instance)(MemAvailable) full span", "/api/v1/query_range", rng(`avg by(instance)(node_memory_MemAvailable_bytes)`, start)},
+		{"max_over_time(one series[span])", "/api/v1/query", inst(fmt.Sprintf(`max_over_time(node_load1{instance="host-0:9100"}[%ds])`, int64(span.Seconds())+1))},
+		{"/api/v1/series one target", "/api/v1/series", url.Values{"match[]": {`{instance="host-1:9100"}`}, "start": {str(start)}, "end": {str(end)}}},
+		{"/api/v1/labels", "/api/v1/labels", url.Values{"start": {str(start)}, "end": {str(end)}}},
+	}
+}
+
+// QueryResult is one query's latency over repeated runs and its last answer.
+type QueryResult struct {
+	Name     string    `json:"name"`
+	MedianMs float64   `json:"median_ms"`
+	P90Ms    float64   `json:"p90_ms"`
+	Runs     []float64 `json:"runs_ms"`
+	Error    string    `json:"error,omitempty"`
+	body     []byte
+}
+
+// RunQueries runs every query of qs once to warm up, then reps times, and
+// returns median and p90 latency per query.
+func RunQueries(ctx context.Context, p *Peer, qs []Query, reps int) []QueryResult {
+	out := make([]QueryResult, len(qs))
+	client := &http.Client{Timeout: 5 * time.Minute}
+	for i, q := range qs {
+		r := QueryResult{Name: q.Name}
+		for k := 0; k <= reps; k++ {
+			t0 := time.Now()
+			body, err := doQuery(ctx, client, p.URL(q.Path), q.Params)
+			d := time.Since(t0)
+			if err != nil {
+				r.Error = err.Error()
+				break
+			}
+			r.body = body
+			if k > 0 {
+				r.Runs = append(r.Runs, float64(d.Microseconds())/1000)
+			}
+		}
+		if len(r.Runs) > 0 {
+			s := slices.Clone(r.Runs)
+			sort.Float64s(s)
+			r.MedianMs = quantile(s, 0.5)
+			r.P90Ms = quantile(s, 0.9)
+		}
+		out[i] = r
+	}
+	return out
+}
+
+// quantile of sorted values, interpolating between closest ranks.
+func quantile(s []float64, q float64) float64 {
+	if len(s) == 1 {
+		return s[0]
+	}
+	pos := q * float64(len(s)-1)
+	lo := int(math.Floor(pos))
+	hi := min(lo+1, len(s)-1)
+	return s[lo] + (s[hi]-s[lo])*(pos-float64(lo))
+}
+
+func doQuery(ctx context.Context, client *http.Client, u string, params url.Values) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(params.Encode()))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		if len(b) > 300 {
+			b = b[:300]
+		}
+		return nil, fmt.Errorf("%s: %s", resp.Status, b)
+	}
+	return b, nil
+}
+
+// apiResponse is the part of a Prometheus API response the comparison reads.
+type apiResponse struct {
+	Status string          `json:"status"`
+	Data   json.RawMessage `json:"data"`
+}
+
+type queryData struct {
+	ResultType string          `json:"resultType"`
+	Result     json.RawMessage `json:"result"`
+}
+
+type promSeries struct {
+	Metric map[string]string `json:"metric"`
+	Values [][2]any          `json:"values"`
+	Value  [2]any            `json:"value"`
+}
+
+// point is one sample of a normalised result.
+type point struct {
+	t float64
+	v float64
+}
+
+// normalize turns a response body into series key → points (matrix, vector,
+// scalar) or a sorted list of strings (series, labels).
+func normalize(body []byte) (map[string][]point, []string, error) {
+	var r apiResponse
+	if err := json.Unmarshal(body, &r); err != nil {
+		return nil, nil, fmt.Errorf("decode response: %w", err)
+	}
+	if r.Status != "success" {
+		return nil, nil, fmt.Errorf("status %q", r.Status)
+	}
+	var qd queryData
+	if json.Unmarshal(r.Data, &qd) == nil && qd.ResultType != "" {
+		out := map[string][]point{}
+		switch qd.ResultType {
+		case "matrix", "vector":
+			var ss []promSeries
+			if err := json.Unmarshal(qd.Result, &ss); err != nil {
+				return nil, nil, fmt.Errorf("decode %s: %w", qd.ResultType, err)
+			}
+			for _, s := range ss {
+				k := metricKey(s.Metric)
+				vals := s.Values
+				if qd.ResultType == "vector" {
+					vals = [][2]any{s.Value}
+				}
+				for _, v := range vals {
+					p, err := toPoint(v)
+					if err != nil {
+						return nil, nil, err
+					}
+					out[k] = append(out[k], p)
+				}
+			}
+		case "scalar":
+			var v [2]any
+			if err := json.Unmarshal(qd.Result, &v); err != nil {
+				return nil, nil, err
+			}
+			p, err := toPoint(v)
+			if err != nil {
+				return nil, nil, err
+			}
+			out["scalar"] = []point{p}
+		default:
+			return nil, nil, fmt.Errorf("result type %q", qd.ResultType)
+		}
+		return out, nil, nil
+	}
+	// /api/v1/series: a list of label sets; /api/v1/labels: a list of names.
+	var sets []map[string]string
+	if json.Unmarshal(r.Data, &sets) == nil {
+		l := make([]string, len(sets))
+		for i, s := range sets {
+			l[i] = metricKey(s)
+		}
+		sort.Strings(l)
+		return nil, l, nil
+	}
+	var names []string
+	if err := json.Unmarshal(r.Data, &names); err != nil {
+		return nil, nil, fmt.Errorf("decode data: %w", err)
+	}
+	sort.Strings(names)
+	return nil, names, nil
+}
+
+func toPoint(v [2]any) (point, error) {
+	t, ok := v[0].(float64)
+	s, ok2 := v[1].(string)
+	if !ok || !ok2 {
+		return point{}, fmt.Errorf("bad sample %v", v)
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return point{}, fmt.Errorf("bad value %q: %w", s, err)
+	}
+	return point{t, f}, nil
+}
+
+func metricKey(m map[string]string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%s=%q", k, m[k])
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+// Compare reports how two answers to the same query differ ("" if they are
+// equal: same series, timestamps, and values within relative tolerance tol;
+// NaN equals NaN).
+func Compare(a, b []byte, tol float64) string {
+	ma, la, err := normalize(a)
+	if err != nil {
+		return "first: " + err.Error()
+	}
+	mb, lb, err := normalize(b)
+	if err != nil {
+		return "second: " + err.Error()
+	}
+	if la != nil || lb != nil {
+		if !slices.Equal(la, lb) {
+			return fmt.Sprintf("lists differ: %d vs %d entries%s", len(la), len(lb), firstListDiff(la, lb))
+		}
+		return ""
+	}
+	if len(ma) != len(mb) {
+		return fmt.Sprintf("%d vs %d series", len(ma), len(mb))
+	}
+	var diffs, points int
+	var first string
+	keys := make([]string, 0, len(ma))
+	for k := range ma {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		pa, pb := ma[k], mb[k]
+		if pb == nil {
+			return "series " + k + " missing in second"
+		}
+		if len(pa) != len(pb) {
+			return fmt.Sprintf("series %s: %d vs %d points", k, len(pa), len(pb))
+		}
+		for i := range pa {
+			points++
+			if pa[i].t != pb[i].t || !near(pa[i].v, pb[i].v, tol) {
+				diffs++
+				if first == "" {
+					first = fmt.Sprintf("%s at %v: %v vs %v@%v", k, pa[i].t, pa[i].v, pb[i].v, pb[i].t)
+				}
+			}
+		}
+	}
+	if diffs > 0 {
+		return fmt.Sprintf("%d of %d points differ, first %s", diffs, points, first)
+	}
+	return ""
+}
+
+func firstListDiff(a, b []string) string {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return fmt.Sprintf(", first %s vs %s", a[i], b[i])
+		}
+	}
+	return ""
+}
+
+func near(a, b, tol float64) bool {
+	if math.IsNaN(a) || math.IsNaN(b) {
+		return math.IsNaN(a) && math.IsNaN(b)
+	}
+	if a == b {
+		return true
+	}
+	return math.Abs(a-b) <= tol*math.Max(math.Abs(a), math.Abs(b))
+}

@@ -1,0 +1,174 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Report is one run of the harness: the machine, the workload, every
+// system's measurements and how their answers compare with Prometheus's.
+type Report struct {
+	Command    string       `json:"command"`
+	Date       string       `json:"date"`
+	Machine    string       `json:"machine"`
+	Size       string       `json:"size"`
+	Protocol   int          `json:"remote_write_version"`
+	Series     int          `json:"series"`
+	Targets    int          `json:"targets"`
+	Scrapes    int          `json:"scrapes_per_target"`
+	Interval   string       `json:"scrape_interval"`
+	Samples    int64        `json:"samples"`
+	Requests   int          `json:"requests"`
+	WireBytes  int64        `json:"encoded_bytes"`
+	Shards     int          `json:"shards"`
+	Results    []PeerResult `json:"results"`
+	Equality   []Equality   `json:"equality_with_prometheus"`
+	Goals      []Target     `json:"goals"`
+	BuildSecs  float64      `json:"workload_build_seconds"`
+	QueryReps  int          `json:"query_reps"`
+	Tolerance  float64      `json:"relative_tolerance"`
+	GoMaxProcs int          `json:"gomaxprocs"`
+}
+
+// Target is one performance target of tandem against a peer, as measured.
+type Target struct {
+	Name     string  `json:"name"`
+	Measured float64 `json:"measured"`
+	Goal     string  `json:"goal"`
+	Met      bool    `json:"met"`
+}
+
+func (r *Report) result(k Kind) *PeerResult {
+	for i := range r.Results {
+		if r.Results[i].Kind == k && r.Results[i].Error == "" {
+			return &r.Results[i]
+		}
+	}
+	return nil
+}
+
+// EvaluateTargets fills Goals from the results (those whose peer ran).
+func (r *Report) EvaluateTargets() {
+	t := r.result(Tandem)
+	if t == nil {
+		return
+	}
+	add := func(name string, measured float64, goal string, met bool) {
+		r.Goals = append(r.Goals, Target{Name: name, Measured: measured, Goal: goal, Met: met})
+	}
+	add("CPU per sample, end to end (ns)", t.CPUNsPerSample, "≤ 700", t.CPUNsPerSample <= 700)
+	if vm := r.result(VictoriaMetrics); vm != nil {
+		x := t.SamplesPerSec / vm.SamplesPerSec
+		add("ingest samples/s ÷ VictoriaMetrics", x, "≥ 2", x >= 2)
+		x = t.BytesPerSample / vm.BytesPerSample
+		add("bytes/sample ÷ VictoriaMetrics", x, "≤ 0.7", x <= 0.7)
+		x = float64(t.PeakRSSBytes) / float64(vm.PeakRSSBytes)
+		add("peak RSS during ingest ÷ VictoriaMetrics", x, "≤ 1", x <= 1)
+		x = t.QueryMedianSum / vm.QueryMedianSum
+		add("sum of query medians ÷ VictoriaMetrics", x, "≤ 0.7", x <= 0.7)
+	}
+	if p := r.result(Prometheus); p != nil {
+		x := t.SamplesPerSec / p.SamplesPerSec
+		add("ingest samples/s ÷ Prometheus", x, "(none; for reference)", true)
+		x = t.BytesPerSample / p.BytesPerSample
+		add("bytes/sample ÷ Prometheus", x, "≤ 0.3", x <= 0.3)
+		x = t.HeapPerSeries / p.HeapPerSeries
+		add("heap per series after ingest ÷ Prometheus", x, "≤ 0.3", x <= 0.3)
+		x = t.QueryMedianSum / p.QueryMedianSum
+		add("sum of query medians ÷ Prometheus", x, "≤ 0.25", x <= 0.25)
+		for _, e := range r.Equality {
+			if e.Kind == Tandem {
+				add("query answers equal to Prometheus's", float64(e.Equal), fmt.Sprintf("= %d", e.Total), e.Equal == e.Total)
+			}
+		}
+	}
+}
+
+// Markdown writes the report as markdown tables.
+func (r *Report) Markdown(w io.Writer) {
+	fmt.Fprintf(w, "Run `%s` on %s, %s.\n\n", r.Command, r.Date, r.Machine)
+	fmt.Fprintf(w, "Workload (%s): %d targets × %d series (%d series), one scrape every %s for %d scrapes: %d samples, "+
+		"remote-write %d.0 in %d pre-encoded requests (%.1f MB on the wire) over %d shards; built in %.0f s before the timed phase.\n\n",
+		r.Size, r.Targets, r.Series/max(r.Targets, 1), r.Series, r.Interval, r.Scrapes, r.Samples, r.Protocol, r.Requests,
+		float64(r.WireBytes)/1e6, r.Shards, r.BuildSecs)
+	var heads []string
+	for _, p := range r.Results {
+		heads = append(heads, fmt.Sprintf("%s %s", p.Kind, p.Version))
+	}
+	fmt.Fprintf(w, "| | %s |\n|---|%s\n", strings.Join(heads, " | "), strings.Repeat("---|", len(r.Results)))
+	row := func(name string, f func(p PeerResult) string) {
+		cells := make([]string, len(r.Results))
+		for i, p := range r.Results {
+			if p.Error != "" {
+				cells[i] = "error"
+				continue
+			}
+			cells[i] = f(p)
+		}
+		fmt.Fprintf(w, "| %s | %s |\n", name, strings.Join(cells, " | "))
+	}
+	row("ingest samples/s", func(p PeerResult) string { return fmt.Sprintf("%.0f", p.SamplesPerSec) })
+	row("ingest wall time (s)", func(p PeerResult) string { return fmt.Sprintf("%.1f", p.IngestSeconds) })
+	row("server CPU per sample (ns)", func(p PeerResult) string { return fmt.Sprintf("%.0f", p.CPUNsPerSample) })
+	row("peak RSS after ingest (MiB)", func(p PeerResult) string { return fmt.Sprintf("%.0f", float64(p.PeakRSSBytes)/(1<<20)) })
+	row("Go heap in use after ingest, bytes/series", func(p PeerResult) string { return fmt.Sprintf("%.0f", p.HeapPerSeries) })
+	row("bytes on disk per sample", func(p PeerResult) string { return fmt.Sprintf("%.3f", p.BytesPerSample) })
+	row("bytes on disk (MB)", func(p PeerResult) string { return fmt.Sprintf("%.1f", float64(p.DiskBytes)/1e6) })
+	row("retried requests", func(p PeerResult) string { return fmt.Sprintf("%d", p.Retries) })
+	row("sum of query medians (ms)", func(p PeerResult) string { return fmt.Sprintf("%.1f", p.QueryMedianSum) })
+	row("peak RSS after queries (MiB)", func(p PeerResult) string { return fmt.Sprintf("%.0f", float64(p.PeakRSSAfterAll)/(1<<20)) })
+	for _, p := range r.Results {
+		if p.Error != "" {
+			fmt.Fprintf(w, "\n%s failed: %s\n", p.Kind, p.Error)
+		}
+	}
+
+	fmt.Fprintf(w, "\nQuery latency, median / p90 of %d runs after one warm-up (ms):\n\n", r.QueryReps)
+	fmt.Fprintf(w, "| query | %s |\n|---|%s\n", strings.Join(heads, " | "), strings.Repeat("---|", len(r.Results)))
+	if len(r.Results) > 0 {
+		for i, q := range r.Results[0].Queries {
+			cells := make([]string, len(r.Results))
+			for j, p := range r.Results {
+				if i >= len(p.Queries) {
+					continue
+				}
+				pq := p.Queries[i]
+				if pq.Error != "" {
+					cells[j] = "error: " + strings.ReplaceAll(pq.Error, "|", "\\|")
+					continue
+				}
+				cells[j] = fmt.Sprintf("%.1f / %.1f", pq.MedianMs, pq.P90Ms)
+			}
+			fmt.Fprintf(w, "| `%s` | %s |\n", strings.ReplaceAll(q.Name, "|", "\\|"), strings.Join(cells, " | "))
+		}
+	}
+
+	if len(r.Equality) > 0 {
+		fmt.Fprintf(w, "\nAnswers compared with Prometheus's (floats within %g relative):\n\n", r.Tolerance)
+		for _, e := range r.Equality {
+			fmt.Fprintf(w, "- %s: %d of %d equal", e.Kind, e.Equal, e.Total)
+			if len(e.Diffs) == 0 {
+				fmt.Fprintln(w, ".")
+				continue
+			}
+			fmt.Fprintln(w, "; differences:")
+			for _, q := range r.Results[0].Queries {
+				if d, ok := e.Diffs[q.Name]; ok {
+					fmt.Fprintf(w, "  - `%s`: %s\n", q.Name, d)
+				}
+			}
+		}
+	}
+
+	if len(r.Goals) > 0 {
+		fmt.Fprintf(w, "\nTargets (tandem against each peer, this run):\n\n| target | measured | goal | met |\n|---|---|---|---|\n")
+		for _, t := range r.Goals {
+			met := "yes"
+			if !t.Met {
+				met = "**no**"
+			}
+			fmt.Fprintf(w, "| %s | %.3g | %s | %s |\n", t.Name, t.Measured, t.Goal, met)
+		}
+	}
+}

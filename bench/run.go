@@ -1,0 +1,150 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// PeerResult is everything measured of one system.
+type PeerResult struct {
+	Kind            Kind          `json:"system"`
+	Version         string        `json:"version"`
+	Samples         int64         `json:"samples"`
+	IngestSeconds   float64       `json:"ingest_seconds"`
+	SamplesPerSec   float64       `json:"samples_per_second"`
+	CPUSeconds      float64       `json:"ingest_cpu_seconds"`
+	CPUNsPerSample  float64       `json:"cpu_ns_per_sample"`
+	PeakRSSBytes    int64         `json:"peak_rss_bytes"`
+	HeapBytes       float64       `json:"heap_inuse_bytes"`
+	HeapPerSeries   float64       `json:"heap_bytes_per_series"`
+	Retries         int64         `json:"retries"`
+	DiskBytes       int64         `json:"disk_bytes"`
+	BytesPerSample  float64       `json:"bytes_per_sample"`
+	PersistSeconds  float64       `json:"persist_seconds"`
+	Queries         []QueryResult `json:"queries"`
+	QueryMedianSum  float64       `json:"query_median_sum_ms"`
+	PeakRSSAfterAll int64         `json:"peak_rss_after_queries_bytes"`
+	Error           string        `json:"error,omitempty"`
+}
+
+// RunOptions configures one benchmark run.
+type RunOptions struct {
+	WorkDir  string
+	Binaries map[Kind]string // systems to run, in Order
+	Order    []Kind
+	Reps     int // timed runs per query
+	Slack    int // batch rounds a shard may run ahead of the slowest
+	Logger   *slog.Logger
+}
+
+// RunPeer starts one system, replays w into it and measures it.
+func RunPeer(ctx context.Context, kind Kind, bin string, w *Workload, qs []Query, o RunOptions) (PeerResult, error) {
+	r := PeerResult{Kind: kind}
+	p, err := StartPeer(ctx, PeerConfig{Kind: kind, Binary: bin, WorkDir: o.WorkDir})
+	if err != nil {
+		return r, err
+	}
+	defer p.Stop()
+	r.Version = p.Version
+	before, err := p.Proc()
+	if err != nil {
+		return r, err
+	}
+	o.Logger.Info("ingesting", "system", kind, "version", p.Version, "samples", w.Samples)
+	sr, err := Send(ctx, p.URL(p.WritePath()), w, o.Slack)
+	if err != nil {
+		return r, fmt.Errorf("ingest: %w", err)
+	}
+	after, err := p.Proc()
+	if err != nil {
+		return r, err
+	}
+	r.Samples, r.Retries = sr.Samples, sr.Retries
+	r.IngestSeconds = sr.Duration.Seconds()
+	r.SamplesPerSec = float64(sr.Samples) / sr.Duration.Seconds()
+	r.CPUSeconds = after.CPUSeconds - before.CPUSeconds
+	r.CPUNsPerSample = r.CPUSeconds * 1e9 / float64(sr.Samples)
+	r.PeakRSSBytes = after.HWMBytes
+	if m, err := p.Metrics(ctx); err == nil {
+		r.HeapBytes = metricValue(m, "go_memstats_heap_inuse_bytes")
+		r.HeapPerSeries = r.HeapBytes / float64(w.Series)
+	}
+	o.Logger.Info("persisting", "system", kind, "samples_per_second", int64(r.SamplesPerSec))
+	t0 := time.Now()
+	r.DiskBytes, err = p.Persist(ctx)
+	if err != nil {
+		return r, fmt.Errorf("persist: %w", err)
+	}
+	r.PersistSeconds = time.Since(t0).Seconds()
+	r.BytesPerSample = float64(r.DiskBytes) / float64(w.Samples)
+	o.Logger.Info("querying", "system", kind, "bytes_per_sample", strconv.FormatFloat(r.BytesPerSample, 'f', 3, 64))
+	r.Queries = RunQueries(ctx, p, qs, o.Reps)
+	for _, q := range r.Queries {
+		r.QueryMedianSum += q.MedianMs
+	}
+	if end, err := p.Proc(); err == nil {
+		r.PeakRSSAfterAll = end.HWMBytes
+	}
+	return r, nil
+}
+
+func metricValue(text, name string) float64 {
+	for line := range strings.SplitSeq(text, "\n") {
+		if strings.HasPrefix(line, name+" ") {
+			v, _ := strconv.ParseFloat(strings.TrimSpace(line[len(name)+1:]), 64)
+			return v
+		}
+	}
+	return 0
+}
+
+// Equality is how one system's answers compare with Prometheus's.
+type Equality struct {
+	Kind  Kind              `json:"system"`
+	Diffs map[string]string `json:"differences"` // query name → difference; absent when equal
+	Equal int               `json:"equal"`
+	Total int               `json:"total"`
+}
+
+// CompareWith compares every system's answers with the reference system's.
+func CompareWith(ref Kind, results []PeerResult, tol float64) []Equality {
+	var refRes *PeerResult
+	for i := range results {
+		if results[i].Kind == ref {
+			refRes = &results[i]
+		}
+	}
+	if refRes == nil {
+		return nil
+	}
+	var out []Equality
+	for _, r := range results {
+		if r.Kind == ref {
+			continue
+		}
+		e := Equality{Kind: r.Kind, Diffs: map[string]string{}}
+		for i, q := range r.Queries {
+			if i >= len(refRes.Queries) {
+				break
+			}
+			e.Total++
+			rq := refRes.Queries[i]
+			switch {
+			case q.Error != "" || rq.Error != "":
+				e.Diffs[q.Name] = fmt.Sprintf("error: %q vs %q", q.Error, rq.Error)
+			default:
+				if d := Compare(q.body, rq.body, tol); d != "" {
+					e.Diffs[q.Name] = d
+				} else {
+					e.Equal++
+				}
+			}
+		}
+		out = append(out, e)
+	}
+	return out
+}

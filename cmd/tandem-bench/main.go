@@ -1,0 +1,202 @@
+// Command tandem-bench runs tandem, VictoriaMetrics and Prometheus one after
+// the other on the same pre-encoded node_exporter-like remote-write workload
+// and reports ingest rate, CPU per sample, peak memory, bytes on disk and
+// query latency side by side (markdown and JSON); see docs/benchmarks.md.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/tandem-tsdb/tandem/bench"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "tandem-bench:", err)
+		os.Exit(1)
+	}
+}
+
+func defaultBinDir() string {
+	if d := os.Getenv("TANDEM_BIN_DIR"); d != "" {
+		return d
+	}
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "tandem-bin")
+	}
+	return "/root/.cache/tandem-bin"
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("tandem-bench", flag.ContinueOnError)
+	size := fs.String("size", "quick", "Workload size: quick (about 20k series, 3 h) or large (about 100k series, 3 h).")
+	targets := fs.Int("targets", 0, "Targets (521 series each); overrides -size.")
+	hours := fs.Float64("hours", 3, "Time span of the workload in hours.")
+	interval := fs.Duration("interval", 15*time.Second, "Scrape interval.")
+	protocol := fs.Int("protocol", 1, "Remote-write protocol version (1 or 2); VictoriaMetrics takes 1.0.")
+	shards := fs.Int("shards", 8, "Concurrent sender shards.")
+	peers := fs.String("peers", "tandem,victoriametrics,prometheus", "Systems to run, in order.")
+	binDir := fs.String("bin-dir", defaultBinDir(), "Directory holding the victoria-metrics and prometheus binaries.")
+	tandemBin := fs.String("tandem", "", "tandem binary (default: built from this source tree).")
+	reps := fs.Int("reps", 7, "Timed runs of each query (after one warm-up).")
+	workDir := fs.String("workdir", "", "Directory for the systems' data (default: a temporary directory, removed at the end).")
+	jsonOut := fs.String("json", "", "Write the report as JSON to this file.")
+	mdOut := fs.String("md", "", "Write the report as markdown to this file (default: standard output).")
+	tol := fs.Float64("tolerance", 1e-9, "Relative tolerance for equal query answers.")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+
+	n := *targets
+	if n == 0 {
+		switch *size {
+		case "quick":
+			n = 40
+		case "large":
+			n = 200
+		default:
+			return fmt.Errorf("-size must be quick or large, got %q", *size)
+		}
+	} else {
+		*size = "custom"
+	}
+	if *workDir == "" {
+		d, err := os.MkdirTemp("", "tandem-bench-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(d)
+		*workDir = d
+	}
+	bins := map[bench.Kind]string{}
+	var order []bench.Kind
+	for _, p := range strings.Split(*peers, ",") {
+		k := bench.Kind(strings.TrimSpace(p))
+		var bin string
+		switch k {
+		case bench.Tandem:
+			bin = *tandemBin
+			if bin == "" {
+				bin = filepath.Join(*workDir, "tandem-bin")
+				logger.Info("building tandem", "out", bin)
+				cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/tandem")
+				cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+				if err := cmd.Run(); err != nil {
+					return fmt.Errorf("build tandem: %w", err)
+				}
+			}
+		case bench.VictoriaMetrics:
+			bin = filepath.Join(*binDir, "victoria-metrics")
+		case bench.Prometheus:
+			bin = filepath.Join(*binDir, "prometheus")
+		default:
+			return fmt.Errorf("unknown system %q in -peers", p)
+		}
+		if _, err := os.Stat(bin); err != nil {
+			return fmt.Errorf("%s binary: %w (make bench-peers installs the peers)", k, err)
+		}
+		bins[k] = bin
+		order = append(order, k)
+	}
+
+	scrapes := int(*hours*3600/interval.Seconds()) + 1
+	logger.Info("building workload", "targets", n, "scrapes", scrapes, "protocol", *protocol)
+	t0 := time.Now()
+	w, err := bench.BuildWorkload(bench.WorkloadOptions{Targets: n, Scrapes: scrapes, Interval: *interval, Version: *protocol, Shards: *shards, Seed: 1})
+	if err != nil {
+		return err
+	}
+	requests := 0
+	for _, s := range w.Shards {
+		requests += len(s)
+	}
+	rep := &bench.Report{
+		Command: "go run ./cmd/tandem-bench " + strings.Join(args, " "), Date: time.Now().UTC().Format(time.RFC3339),
+		Machine: machine(), Size: *size, Protocol: *protocol, Series: w.Series, Targets: n, Scrapes: scrapes,
+		Interval: interval.String(), Samples: w.Samples, Requests: requests, WireBytes: w.Bytes, Shards: *shards,
+		BuildSecs: time.Since(t0).Seconds(), QueryReps: *reps, Tolerance: *tol, GoMaxProcs: runtime.GOMAXPROCS(0),
+	}
+	logger.Info("workload ready", "samples", w.Samples, "series", w.Series, "requests", requests, "mb", w.Bytes>>20)
+	qs := bench.QuerySet(w)
+	// Prometheus's receiver refuses samples more than an hour behind its
+	// newest: shards stay within 20 minutes of data of each other.
+	slack := int(20 * time.Minute / (5 * time.Second))
+	opts := bench.RunOptions{WorkDir: *workDir, Reps: *reps, Slack: slack, Logger: logger}
+	for _, k := range order {
+		res, err := bench.RunPeer(ctx, k, bins[k], w, qs, opts)
+		if err != nil {
+			logger.Error("system failed", "system", k, "err", err)
+			res.Error = err.Error()
+		}
+		rep.Results = append(rep.Results, res)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	rep.Equality = bench.CompareWith(bench.Prometheus, rep.Results, *tol)
+	rep.EvaluateTargets()
+
+	if *jsonOut != "" {
+		b, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(*jsonOut, b, 0o644); err != nil {
+			return err
+		}
+	}
+	out := os.Stdout
+	if *mdOut != "" {
+		f, err := os.Create(*mdOut)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		out = f
+	}
+	rep.Markdown(out)
+	for _, r := range rep.Results {
+		if r.Error != "" {
+			return fmt.Errorf("%s failed: %s", r.Kind, r.Error)
+		}
+	}
+	return nil
+}
+
+// machine describes the host: CPU model, cores and memory.
+func machine() string {
+	model := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "model name") {
+				if _, v, ok := strings.Cut(l, ":"); ok {
+					model = strings.TrimSpace(v)
+				}
+				break
+			}
+		}
+	}
+	mem := ""
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		var kb int64
+		if _, err := fmt.Sscanf(strings.SplitN(string(b), "\n", 2)[0], "MemTotal: %d kB", &kb); err == nil {
+			mem = fmt.Sprintf(", %.0f GiB", float64(kb)/(1<<20))
+		}
+	}
+	return fmt.Sprintf("%s, %d cores%s, %s/%s", model, runtime.NumCPU(), mem, runtime.GOOS, runtime.GOARCH)
+}
