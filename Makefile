@@ -72,5 +72,11 @@ bench-peers:
 	@test -x $(BIN_DIR)/prometheus || { echo "building Prometheus $(PROMETHEUS_VERSION)"; \
 		GOBIN=$(BIN_DIR) GOFLAGS=-buildvcs=false $(GO) install github.com/prometheus/prometheus/cmd/prometheus@$(PROMETHEUS_VERSION); }
 
+## docs: regenerate docs/configuration.md from the flag definitions (cmd/tandem's
+## TestConfigDocsUpToDate fails while it is stale).
+docs:
+	$(GO) run ./cmd/tandem docs config > docs/configuration.md.tmp
+	mv docs/configuration.md.tmp docs/configuration.md
+
 clean:
 	rm -rf bin

@@ -3,7 +3,11 @@ package bench
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -39,6 +43,11 @@ type RunOptions struct {
 	Reps     int // timed runs per query
 	Slack    int // batch rounds a shard may run ahead of the slowest
 	Logger   *slog.Logger
+	// ProfileDir, when set, receives pprof profiles of every system (all
+	// three serve /debug/pprof): CPU during ingest (the first ProfileSeconds)
+	// and during the queries, and the heap after ingest.
+	ProfileDir     string
+	ProfileSeconds int
 }
 
 // RunPeer starts one system, replays w into it and measures it.
@@ -55,9 +64,14 @@ func RunPeer(ctx context.Context, kind Kind, bin string, w *Workload, qs []Query
 		return r, err
 	}
 	o.Logger.Info("ingesting", "system", kind, "version", p.Version, "samples", w.Samples)
+	stopProf := o.profile(ctx, p, "ingest.cpu")
 	sr, err := Send(ctx, p.URL(p.WritePath()), w, o.Slack)
+	stopProf()
 	if err != nil {
 		return r, fmt.Errorf("ingest: %w", err)
+	}
+	if o.ProfileDir != "" {
+		saveProfile(ctx, p, "/debug/pprof/heap", filepath.Join(o.ProfileDir, string(kind)+"-heap.pprof"), o.Logger)
 	}
 	after, err := p.Proc()
 	if err != nil {
@@ -82,7 +96,9 @@ func RunPeer(ctx context.Context, kind Kind, bin string, w *Workload, qs []Query
 	r.PersistSeconds = time.Since(t0).Seconds()
 	r.BytesPerSample = float64(r.DiskBytes) / float64(w.Samples)
 	o.Logger.Info("querying", "system", kind, "bytes_per_sample", strconv.FormatFloat(r.BytesPerSample, 'f', 3, 64))
+	stopProf = o.profile(ctx, p, "query.cpu")
 	r.Queries = RunQueries(ctx, p, qs, o.Reps)
+	stopProf()
 	for _, q := range r.Queries {
 		r.QueryMedianSum += q.MedianMs
 	}
@@ -90,6 +106,43 @@ func RunPeer(ctx context.Context, kind Kind, bin string, w *Workload, qs []Query
 		r.PeakRSSAfterAll = end.HWMBytes
 	}
 	return r, nil
+}
+
+// profile starts a CPU profile of the peer in the background; the returned
+// function waits for it to be saved.
+func (o RunOptions) profile(ctx context.Context, p *Peer, name string) func() {
+	if o.ProfileDir == "" {
+		return func() {}
+	}
+	secs := max(o.ProfileSeconds, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		saveProfile(ctx, p, fmt.Sprintf("/debug/pprof/profile?seconds=%d", secs),
+			filepath.Join(o.ProfileDir, fmt.Sprintf("%s-%s.pprof", p.Kind, name)), o.Logger)
+	}()
+	return func() { <-done }
+}
+
+func saveProfile(ctx context.Context, p *Peer, path, file string, logger *slog.Logger) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.URL(path), nil)
+	if err == nil {
+		var resp *http.Response
+		if resp, err = http.DefaultClient.Do(req); err == nil {
+			defer resp.Body.Close()
+			var b []byte
+			if b, err = io.ReadAll(resp.Body); err == nil {
+				if resp.StatusCode != http.StatusOK {
+					err = fmt.Errorf("%s", resp.Status)
+				} else {
+					err = os.WriteFile(file, b, 0o644)
+				}
+			}
+		}
+	}
+	if err != nil {
+		logger.Warn("profile failed", "system", p.Kind, "path", path, "err", err)
+	}
 }
 
 func metricValue(text, name string) float64 {

@@ -55,6 +55,9 @@ func run(args []string) error {
 	jsonOut := fs.String("json", "", "Write the report as JSON to this file.")
 	mdOut := fs.String("md", "", "Write the report as markdown to this file (default: standard output).")
 	tol := fs.Float64("tolerance", 1e-9, "Relative tolerance for equal query answers.")
+	profDir := fs.String("profile-dir", "", "Write pprof profiles of every system here: CPU during ingest and queries, heap after ingest.")
+	profSecs := fs.Int("profile-seconds", 5, "Length of the CPU profiles (from the start of the phase).")
+	lag := fs.Duration("shard-lag", 15*time.Second, "How far (in data time) a sender shard may run ahead of the slowest: about one scrape interval, as when Prometheus sends in real time; larger values model a backlog (at most 1h: Prometheus refuses older samples).")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -133,10 +136,8 @@ func run(args []string) error {
 	}
 	logger.Info("workload ready", "samples", w.Samples, "series", w.Series, "requests", requests, "mb", w.Bytes>>20)
 	qs := bench.QuerySet(w)
-	// Prometheus's receiver refuses samples more than an hour behind its
-	// newest: shards stay within 20 minutes of data of each other.
-	slack := int(20 * time.Minute / (5 * time.Second))
-	opts := bench.RunOptions{WorkDir: *workDir, Reps: *reps, Slack: slack, Logger: logger}
+	slack := int(*lag / (5 * time.Second)) // rounds are 5 s batch deadlines
+	opts := bench.RunOptions{WorkDir: *workDir, Reps: *reps, Slack: slack, Logger: logger, ProfileDir: *profDir, ProfileSeconds: *profSecs}
 	for _, k := range order {
 		res, err := bench.RunPeer(ctx, k, bins[k], w, qs, opts)
 		if err != nil {

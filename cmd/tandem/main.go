@@ -8,9 +8,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"net/url"
 	"os"
 	"os/signal"
@@ -74,6 +76,7 @@ type config struct {
 	logFormat     string
 	showVersion   bool
 	externalURL   string
+	configFile    string
 
 	ruleFiles          stringList
 	evalInterval       time.Duration
@@ -99,28 +102,37 @@ func (l *stringList) Set(v string) error {
 	return nil
 }
 
-func parseFlags(args []string) (*config, error) {
-	c := &config{limits: remote.DefaultLimits()}
+// newFlagSet defines tandem's flags on c, with their defaults. Every flag
+// but --config.file and --version can also be set in the configuration file
+// (config.go), the --help output is grouped by the flags' first name
+// component, and docs/configuration.md is generated from these definitions
+// (make docs): a new flag needs no other code.
+func newFlagSet(c *config) *flag.FlagSet {
+	c.limits = remote.DefaultLimits()
 	def := tsdb.DefaultOptions()
 	fs := flag.NewFlagSet("tandem", flag.ContinueOnError)
+	// main prints the errors and --help (to stdout); Parse prints nothing.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	fs.StringVar(&c.configFile, "config.file", "", "YAML file setting any of the other flags (except --version); keys are the flag names split at dots, e.g. storage: {retention: {time: 15d}}. Flags on the command line override the file.")
 	fs.StringVar(&c.listenAddress, "web.listen-address", ":9201", "Address to listen on for the API, remote write and /metrics.")
 	fs.StringVar(&c.storagePath, "storage.path", "./data", "Data directory (created if missing).")
 	fs.StringVar(&c.groupBy, "group.by", strings.Join(def.GroupBy, ","), "Labels whose values identify a group of series sampled together (a scrape target).")
 	fs.StringVar(&c.senderLabels, "group.sender-labels", strings.Join(def.SenderLabels, ","), "Labels added to the group key when present, so different senders never share a group.")
-	fs.DurationVar(&c.openWindow, "head.open-window", def.OpenWindow, "How long behind a group's newest timestamp rows stay open for members arriving in other requests.")
+	durationVar(fs, &c.openWindow, "head.open-window", def.OpenWindow, "How long behind a group's newest timestamp rows stay open for members arriving in other requests.")
 	fs.IntVar(&c.chunkRows, "head.chunk-rows", def.ChunkRows, "Rows per compressed head chunk.")
-	fs.DurationVar(&c.maxFutureSkew, "storage.max-future-skew", def.MaxFutureSkew, "Reject samples further than this ahead of the wall clock.")
-	fs.DurationVar(&c.oooWindow, "storage.out-of-order-window", def.OutOfOrderWindow, "Per group, accept samples this far behind the group's newest timestamp in any order; 0 refuses out-of-order samples.")
-	fs.DurationVar(&c.lateMaxAge, "storage.late-max-age", def.LateMaxAge, "Accept samples for time ranges already flushed to blocks up to this age (written to out-of-order blocks); 0 refuses them as too old.")
+	durationVar(fs, &c.maxFutureSkew, "storage.max-future-skew", def.MaxFutureSkew, "Reject samples further than this ahead of the wall clock.")
+	durationVar(fs, &c.oooWindow, "storage.out-of-order-window", def.OutOfOrderWindow, "Per group, accept samples this far behind the group's newest timestamp in any order; 0 refuses out-of-order samples.")
+	durationVar(fs, &c.lateMaxAge, "storage.late-max-age", def.LateMaxAge, "Accept samples for time ranges already flushed to blocks up to this age (written to out-of-order blocks); 0 refuses them as too old.")
 	fs.IntVar(&c.maxExemplars, "storage.exemplars.max", def.MaxExemplars, "Exemplars kept (the newest; logged in the WAL, kept across restarts); 0 stores none.")
 	fs.IntVar(&c.inferStale, "storage.infer-staleness-after", 0, "Write a staleness marker for a series missing from this many consecutive rows of its group (for senders without staleness markers); 0 disables.")
 	fs.StringVar(&c.haCluster, "ha.cluster-label", "cluster", "Label naming an HA pair's cluster; part of the group key.")
 	fs.StringVar(&c.haReplica, "ha.replica-label", def.HAReplicaLabel, "Label telling an HA pair's replicas apart: removed from stored series, one replica per group is kept; empty disables deduplication.")
-	fs.DurationVar(&c.haFailover, "ha.failover-timeout", def.HAFailoverTimeout, "How long a group's elected HA replica may be silent before the other takes over.")
-	fs.DurationVar(&c.walSync, "storage.wal.sync-interval", def.WALSyncInterval, "fsync the WAL at this interval (group commit); 0 fsyncs before every acknowledgement.")
+	durationVar(fs, &c.haFailover, "ha.failover-timeout", def.HAFailoverTimeout, "How long a group's elected HA replica may be silent before the other takes over.")
+	durationVar(fs, &c.walSync, "storage.wal.sync-interval", def.WALSyncInterval, "fsync the WAL at this interval (group commit); 0 fsyncs before every acknowledgement.")
 	fs.Int64Var(&c.walSegment, "storage.wal.segment-size", def.WALSegmentSize, "WAL segment size in bytes.")
-	fs.DurationVar(&c.blockRange, "storage.block-range", def.BlockRange, "Time range of a block; the head is flushed into blocks of this range, aligned to multiples of it.")
-	fs.DurationVar(&c.retentionTime, "storage.retention.time", 15*24*time.Hour, "Delete blocks older than this (relative to the newest sample); 0 keeps everything.")
+	durationVar(fs, &c.blockRange, "storage.block-range", def.BlockRange, "Time range of a block; the head is flushed into blocks of this range, aligned to multiples of it.")
+	durationVar(fs, &c.retentionTime, "storage.retention.time", 15*24*time.Hour, "Delete blocks older than this (relative to the newest sample); 0 keeps everything.")
 	fs.Int64Var(&c.retentionSize, "storage.retention.size", 0, "Delete the oldest blocks while blocks take more than this many bytes; 0 = no limit.")
 	fs.Int64Var(&c.limits.MaxBodyBytes, "remote-write.max-body-bytes", c.limits.MaxBodyBytes, "Largest accepted remote-write body (compressed); larger requests get 413.")
 	fs.Int64Var(&c.limits.MaxDecodedBytes, "remote-write.max-decoded-bytes", c.limits.MaxDecodedBytes, "Largest accepted remote-write body after snappy decoding; larger get 413.")
@@ -129,9 +141,9 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.limits.MaxLabelValueLength, "remote-write.max-label-value-length", c.limits.MaxLabelValueLength, "Longest label value in bytes.")
 	fs.IntVar(&c.limits.MaxSeriesPerRequest, "remote-write.max-series-per-request", c.limits.MaxSeriesPerRequest, "Most series in one request (0 = unlimited).")
 	fs.BoolVar(&c.enableAdmin, "web.enable-admin-api", false, "Enable /api/v1/admin/tsdb/* (snapshot).")
-	fs.DurationVar(&c.maintInterval, "head.maintenance-interval", 15*time.Second, "How often idle groups are sealed; every fourth time the head is flushed to blocks, blocks are compacted and retention applied.")
-	fs.DurationVar(&c.lookback, "query.lookback-delta", 5*time.Minute, "PromQL lookback for instant selectors.")
-	fs.DurationVar(&c.queryTimeout, "query.timeout", 2*time.Minute, "Maximum time a query may take.")
+	durationVar(fs, &c.maintInterval, "head.maintenance-interval", 15*time.Second, "How often idle groups are sealed; every fourth time the head is flushed to blocks, blocks are compacted and retention applied.")
+	durationVar(fs, &c.lookback, "query.lookback-delta", 5*time.Minute, "PromQL lookback for instant selectors.")
+	durationVar(fs, &c.queryTimeout, "query.timeout", 2*time.Minute, "Maximum time a query may take.")
 	fs.IntVar(&c.maxSamples, "query.max-samples", 50_000_000, "Maximum samples a query may load into memory.")
 	fs.IntVar(&c.maxQueries, "query.max-concurrency", 20, "Maximum queries executed concurrently.")
 	fs.StringVar(&c.logLevel, "log.level", "info", "Log level: debug, info, warn, error.")
@@ -139,14 +151,14 @@ func parseFlags(args []string) (*config, error) {
 	fs.BoolVar(&c.showVersion, "version", false, "Print the version and exit.")
 	fs.StringVar(&c.externalURL, "web.external-url", "", "URL under which tandem is reached, for alerts' generator URLs and rule templates (default http://<hostname>:<port>/).")
 	fs.Var(&c.ruleFiles, "rules.file", "Prometheus rule file (path or glob; repeatable). Reloaded on SIGHUP and POST /-/reload.")
-	fs.DurationVar(&c.evalInterval, "rules.evaluation-interval", rules.DefaultEvaluationInterval, "Evaluation interval of rule groups that set none (Prometheus's global evaluation_interval).")
-	fs.DurationVar(&c.ruleQueryOffset, "rules.query-offset", 0, "Query offset of rule groups that set none (Prometheus's global rule_query_offset), e.g. to wait for late remote-write data.")
-	fs.DurationVar(&c.outageTolerance, "rules.alert.for-outage-tolerance", rules.DefaultOutageTolerance, "Max time to tolerate an outage for restoring the \"for\" state of alerts.")
-	fs.DurationVar(&c.forGracePeriod, "rules.alert.for-grace-period", rules.DefaultForGracePeriod, "Minimum duration between an alert and its restored \"for\" state, for alerts with a \"for\" longer than this.")
-	fs.DurationVar(&c.resendDelay, "rules.alert.resend-delay", rules.DefaultResendDelay, "Minimum time before resending a firing alert to Alertmanager.")
+	durationVar(fs, &c.evalInterval, "rules.evaluation-interval", rules.DefaultEvaluationInterval, "Evaluation interval of rule groups that set none (Prometheus's global evaluation_interval).")
+	durationVar(fs, &c.ruleQueryOffset, "rules.query-offset", 0, "Query offset of rule groups that set none (Prometheus's global rule_query_offset), e.g. to wait for late remote-write data.")
+	durationVar(fs, &c.outageTolerance, "rules.alert.for-outage-tolerance", rules.DefaultOutageTolerance, "Max time to tolerate an outage for restoring the \"for\" state of alerts.")
+	durationVar(fs, &c.forGracePeriod, "rules.alert.for-grace-period", rules.DefaultForGracePeriod, "Minimum duration between an alert and its restored \"for\" state, for alerts with a \"for\" longer than this.")
+	durationVar(fs, &c.resendDelay, "rules.alert.resend-delay", rules.DefaultResendDelay, "Minimum time before resending a firing alert to Alertmanager.")
 	fs.Int64Var(&c.maxConcurrentEvals, "rules.max-concurrent-evals", 4, "Independent rules evaluated concurrently, over all groups (0 = each group's rules in sequence).")
 	fs.Var(&c.alertmanagers, "alertmanager.url", "Alertmanager base URL alerts are sent to (API v2, e.g. http://127.0.0.1:9093; repeatable).")
-	fs.DurationVar(&c.amClient.Timeout, "alertmanager.timeout", rules.DefaultAlertmanagerTimeout, "Timeout of one send to an Alertmanager.")
+	durationVar(fs, &c.amClient.Timeout, "alertmanager.timeout", rules.DefaultAlertmanagerTimeout, "Timeout of one send to an Alertmanager.")
 	fs.IntVar(&c.amQueueCapacity, "alertmanager.notification-queue-capacity", rules.DefaultQueueCapacity, "Capacity of the queue of pending Alertmanager notifications.")
 	fs.StringVar(&c.amClient.BasicAuthUsername, "alertmanager.basic-auth.username", "", "Basic-auth user name for the Alertmanagers.")
 	fs.StringVar(&c.amClient.BasicAuthPasswordFile, "alertmanager.basic-auth.password-file", "", "File holding the basic-auth password for the Alertmanagers.")
@@ -156,14 +168,32 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&c.amClient.TLSKeyFile, "alertmanager.tls.key-file", "", "Client key for the Alertmanagers.")
 	fs.StringVar(&c.amClient.TLSServerName, "alertmanager.tls.server-name", "", "Server name expected in the Alertmanagers' certificates.")
 	fs.BoolVar(&c.amClient.TLSInsecureSkipVerify, "alertmanager.tls.insecure-skip-verify", false, "Do not verify the Alertmanagers' certificates.")
+	return fs
+}
+
+// parseFlags parses the command line and then the configuration file of
+// --config.file, if any, for the flags not given on the command line.
+func parseFlags(args []string) (*config, error) {
+	c := &config{}
+	fs := newFlagSet(c)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
-	if c.maxConcurrentEvals < 0 {
-		return nil, fmt.Errorf("--rules.max-concurrent-evals must not be negative, got %d", c.maxConcurrentEvals)
+	var fromFile map[string]bool
+	if c.configFile != "" && !c.showVersion {
+		var err error
+		if fromFile, err = loadConfigFile(fs, newFlagSet(&config{}), c.configFile); err != nil {
+			return nil, err
+		}
+	}
+	if c.showVersion {
+		return c, nil
+	}
+	if err := validateConfig(c, fromFile); err != nil {
+		return nil, err
 	}
 	return c, nil
 }
@@ -243,12 +273,21 @@ func main() {
 		}
 		return
 	}
+	if len(os.Args) > 1 && os.Args[1] == "docs" { // hidden: `tandem docs config` prints docs/configuration.md
+		if err := runDocs(os.Args[2:], os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "tandem docs:", err)
+			os.Exit(2)
+		}
+		return
+	}
 	c, err := parseFlags(os.Args[1:])
 	if errors.Is(err, flag.ErrHelp) {
+		writeUsage(os.Stdout, newFlagSet(&config{}))
 		os.Exit(0)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "tandem:", err)
+		fmt.Fprintln(os.Stderr, "Run 'tandem --help' for the flags.")
 		os.Exit(2)
 	}
 	if c.showVersion {
@@ -339,8 +378,13 @@ func runServer(c *config, logger *slog.Logger) error {
 		return err
 	}
 
-	logger.Info("starting tandem", "version", version, "storage.path", c.storagePath,
-		"web.listen-address", c.listenAddress, "group.by", opts.GroupBy, "group.sender-labels", opts.SenderLabels)
+	banner := []any{"version", version, "revision", revision, "go", runtime.Version(),
+		"storage.path", c.storagePath, "web.listen-address", c.listenAddress,
+		"group.by", opts.GroupBy, "group.sender-labels", opts.SenderLabels, "ha.replica-label", opts.HAReplicaLabel}
+	if c.configFile != "" {
+		banner = append(banner, "config.file", c.configFile)
+	}
+	logger.Info("starting tandem", banner...)
 
 	// Listen before replaying so health checks answer (not ready) during replay.
 	ln, err := net.Listen("tcp", c.listenAddress)
@@ -359,6 +403,12 @@ func runServer(c *config, logger *slog.Logger) error {
 		return promhttp.InstrumentHandlerDuration(handlerDuration.MustCurryWith(prometheus.Labels{"handler": name}), h)
 	}
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	// Go's profiler, as Prometheus and VictoriaMetrics serve it.
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "tandem is healthy.")
 	})
