@@ -31,6 +31,12 @@ const (
 	statMax  = 1 << 1
 	statSum  = 1 << 2
 	statLast = 1 << 3
+	// statSumIsFirstTimesCount: sum is not stored, it equals first*count
+	// (float64 product, bit for bit); never set with statSum.
+	statSumIsFirstTimesCount = 1 << 4
+	// statInts: the stored stats are integers written as signed varints
+	// instead of 8-byte floats.
+	statInts = 1 << 5
 
 	maxChunkRows = 1 << 24 // sanity bound when decoding
 )
@@ -163,16 +169,29 @@ func (e *chunkEncoder) encodeColumn(dst []byte, ts []int64, c colInput) []byte {
 	fv, lv := c.vals[0], c.vals[n-1]
 	fb := math.Float64bits(fv)
 	var mask byte
-	for i, v := range [...]float64{mn, mx, sum, lv} {
+	stats := [...]float64{mn, mx, sum, lv}
+	for i, v := range stats {
 		if math.Float64bits(v) != fb {
 			mask |= 1 << uint(i)
 		}
 	}
+	if mask&statSum != 0 && !math.IsNaN(fv) && math.Float64bits(fv*float64(n)) == math.Float64bits(sum) {
+		mask = mask&^statSum | statSumIsFirstTimesCount // e.g. every constant column
+	}
+	ints := isInt(fv)
+	for i, v := range stats {
+		if mask&(1<<uint(i)) != 0 && !isInt(v) {
+			ints = false
+		}
+	}
+	if ints {
+		mask |= statInts
+	}
 	dst = append(dst, mask)
-	dst = binary.LittleEndian.AppendUint64(dst, fb)
-	for i, v := range [...]float64{mn, mx, sum, lv} {
+	dst = appendStat(dst, fv, ints)
+	for i, v := range stats {
 		if mask&(1<<uint(i)) != 0 {
-			dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(v))
+			dst = appendStat(dst, v, ints)
 		}
 	}
 
@@ -205,6 +224,21 @@ func (e *chunkEncoder) encodeColumn(dst []byte, ts []int64, c colInput) []byte {
 	dst = append(dst, enc)
 	dst = binary.AppendUvarint(dst, uint64(len(best)))
 	return append(dst, best...)
+}
+
+// isInt reports whether v is an integer that a signed varint holds exactly
+// (|v| < 2^53, and not -0, which would come back as +0).
+func isInt(v float64) bool {
+	return v == math.Trunc(v) && math.Abs(v) < 1<<53 && !(v == 0 && math.Signbit(v))
+}
+
+// appendStat appends one stat value: a signed varint if asInt, else the
+// float's 8 bytes little endian.
+func appendStat(dst []byte, v float64, asInt bool) []byte {
+	if asInt {
+		return binary.AppendVarint(dst, int64(v))
+	}
+	return binary.LittleEndian.AppendUint64(dst, math.Float64bits(v))
 }
 
 // chunkView is a parsed chunk header; its slices alias the chunk body.
@@ -343,19 +377,26 @@ func (c *chunkView) column(i int) (colView, error) {
 		v.maxT -= int64(d.uvarint())
 	}
 	mask := d.byte1()
-	v.first = d.f64()
+	ints := mask&statInts != 0
+	if d.err == nil && (mask&(statSum|statSumIsFirstTimesCount) == statSum|statSumIsFirstTimesCount || mask >= 1<<6) {
+		return v, fmt.Errorf("column %d: stat mask %#x: %w", i, mask, ErrCorrupt)
+	}
+	v.first = d.stat(ints)
 	v.min, v.max, v.sum, v.last = v.first, v.first, v.first, v.first
 	if mask&statMin != 0 {
-		v.min = d.f64()
+		v.min = d.stat(ints)
 	}
 	if mask&statMax != 0 {
-		v.max = d.f64()
+		v.max = d.stat(ints)
 	}
 	if mask&statSum != 0 {
-		v.sum = d.f64()
+		v.sum = d.stat(ints)
+	}
+	if mask&statSumIsFirstTimesCount != 0 {
+		v.sum = v.first * float64(v.count)
 	}
 	if mask&statLast != 0 {
-		v.last = d.f64()
+		v.last = d.stat(ints)
 	}
 	v.enc = d.byte1()
 	switch v.enc {

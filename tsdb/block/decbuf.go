@@ -129,3 +129,11 @@ func putBE(dst []byte, x uint64, n int) []byte {
 	}
 	return dst
 }
+
+// stat reads a column stat: a signed varint integer if asInt, else an f64.
+func (d *decbuf) stat(asInt bool) float64 {
+	if asInt {
+		return float64(d.varint())
+	}
+	return d.f64()
+}

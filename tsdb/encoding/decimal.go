@@ -42,12 +42,16 @@ scales:
 }
 
 // AppendDecimal appends the decimal encoding of the mantissas ms at scale k
-// (values ms[i]/10^k) to dst, choosing delta or delta-of-delta residuals,
-// whichever is smaller; see the package documentation for the format.
+// (values ms[i]/10^k) to dst, choosing the values themselves (order 0, for
+// gauges that wander around a level), delta (order 1) or delta-of-delta
+// (order 2) residuals, whichever is smallest; see the package documentation
+// for the format.
 func AppendDecimal(dst []byte, ms []int64, k int) []byte {
-	order := 1
-	if s1, s2 := residualBits(ms, 1), residualBits(ms, 2); s2 < s1 {
-		order = 2
+	order, best := 0, residualBits(ms, 0)
+	for o := 1; o <= 2; o++ {
+		if b := residualBits(ms, o); b < best {
+			order, best = o, b
+		}
 	}
 	w := bitWriter{b: dst, free: 0}
 	w.writeBits(uint64(k), 8)
@@ -57,7 +61,7 @@ func AppendDecimal(dst []byte, ms []int64, k int) []byte {
 	if len(ms) > order {
 		base, width = residualRange(ms, order)
 	}
-	if len(ms) > 0 {
+	if order >= 1 && len(ms) > 0 {
 		w.writeVarint(ms[0])
 	}
 	if order == 2 && len(ms) > 1 {
@@ -65,6 +69,12 @@ func AppendDecimal(dst []byte, ms []int64, k int) []byte {
 	}
 	w.writeVarint(base)
 	w.writeBits(uint64(width), 8)
+	if order == 0 {
+		for _, m := range ms {
+			w.writeBits(uint64(m)-uint64(base), width)
+		}
+		return w.b
+	}
 	var d int64
 	for i := 1; i < len(ms); i++ {
 		di := ms[i] - ms[i-1]
@@ -80,6 +90,9 @@ func AppendDecimal(dst []byte, ms []int64, k int) []byte {
 
 // residual returns the i-th residual (i >= order) of ms of the given order.
 func residual(ms []int64, i, order int) int64 {
+	if order == 0 {
+		return ms[i]
+	}
 	d := ms[i] - ms[i-1]
 	if order == 1 {
 		return d
@@ -101,10 +114,13 @@ func residualRange(ms []int64, order int) (int64, uint) {
 // residualBits estimates the encoded size in bits of ms with residuals of the given order.
 func residualBits(ms []int64, order int) int {
 	if len(ms) <= order {
-		return 64 * order
+		return 64 * (order + 1)
 	}
-	_, w := residualRange(ms, order)
-	n := int(w) * (len(ms) - order)
+	lo, w := residualRange(ms, order)
+	n := int(w)*(len(ms)-order) + 8*varintLen(lo)
+	if order >= 1 {
+		n += 8 * varintLen(ms[0])
+	}
 	if order == 2 {
 		n += 8 * varintLen(ms[1]-ms[0])
 	}
@@ -147,12 +163,12 @@ func (d *DecimalDecoder) header() error {
 	if !ok {
 		return fmt.Errorf("decimal header: %w", ErrTruncated)
 	}
-	if k > MaxDecimalScale || (order != 1 && order != 2) {
+	if k > MaxDecimalScale || order > 2 {
 		return fmt.Errorf("decimal scale %d order %d: %w", k, order, ErrMalformed)
 	}
 	d.p, d.order = pow10[k], int(order)
 	var err error
-	if d.n > 0 {
+	if d.order >= 1 && d.n > 0 {
 		if d.m, err = d.r.readVarint(); err != nil {
 			return fmt.Errorf("decimal first value: %w", err)
 		}
@@ -182,6 +198,13 @@ func (d *DecimalDecoder) Next() bool {
 		return false
 	}
 	switch {
+	case d.order == 0:
+		f, ok := d.r.readBits(d.width)
+		if !ok {
+			d.err = fmt.Errorf("decode value %d of %d: %w", d.i, d.n, ErrTruncated)
+			return false
+		}
+		d.m = int64(uint64(d.base) + f)
 	case d.i == 0:
 	case d.order == 2 && d.i == 1:
 		d.d = d.d1
