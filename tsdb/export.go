@@ -51,7 +51,7 @@ func (d tableData) decode(member func(col int) int) (block.Table, error) {
 		return bc
 	}
 	var ts encoding.TSDecoder
-	var xd encoding.XORDecoder
+	var vd valDecoder
 	for _, ch := range d.chunks {
 		base := int32(len(t.Timestamps))
 		ts.Reset(ch.ts, ch.rows)
@@ -67,19 +67,22 @@ func (d tableData) decode(member func(col int) int) (block.Table, error) {
 				continue
 			}
 			bc := col(c)
-			xd.Reset(cd.vals, cd.n)
-			r := cd.first
-			for i := 0; i < cd.n; i++ {
-				if cd.bits != nil {
-					if r = cd.nextPresent(r); r < 0 {
-						return t, errCorruptPresence
-					}
+			vd.reset(ch, cd)
+			bm := ch.presence(cd)
+			r := int(cd.first)
+			for i := 0; i < int(cd.n); i++ {
+				if r = nextPresent(bm, r); r < 0 {
+					return t, errCorruptPresence
 				}
-				if !xd.Next() {
-					return t, fmt.Errorf("decode values: %w", xd.Err())
+				if !vd.next() {
+					err := vd.error()
+					if err == nil {
+						err = errCorruptPresence
+					}
+					return t, fmt.Errorf("decode values: %w", err)
 				}
 				bc.Rows = append(bc.Rows, base+int32(r))
-				bc.Values = append(bc.Values, xd.At())
+				bc.Values = append(bc.Values, vd.at())
 				r++
 			}
 		}

@@ -169,7 +169,7 @@ func TestHeadAlignedAcrossRequests(t *testing.T) {
 	for _, c := range g.aligned.chunks {
 		bytes += c.size()
 		for i := range c.cols {
-			samples += c.cols[i].n
+			samples += int(c.cols[i].n)
 		}
 	}
 	if samples == 0 || float64(bytes)/float64(samples) > 10 {

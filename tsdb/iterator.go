@@ -1,6 +1,8 @@
 package tsdb
 
 import (
+	"encoding/binary"
+	"math"
 	"math/bits"
 
 	"github.com/prometheus/prometheus/model/histogram"
@@ -23,11 +25,12 @@ type partIterator struct {
 
 	// Current chunk part.
 	ts      encoding.TSDecoder
-	vals    encoding.XORDecoder
+	vals    valDecoder
 	col     *colData
-	row     int // rows of the timestamp column consumed
-	next    int // next present row index to yield
-	left    int // values left in the column
+	bits    []uint64 // the column's presence bitmap; nil when contiguous
+	row     int      // rows of the timestamp column consumed
+	next    int      // next present row index to yield
+	left    int      // values left in the column
 	inChunk bool
 
 	// Current sample part.
@@ -57,31 +60,99 @@ func (it *partIterator) openPart(p int) bool {
 	}
 	it.inChunk = true
 	it.ts.Reset(pt.c.ts, pt.c.rows)
-	it.vals.Reset(it.col.vals, it.col.n)
+	it.vals.reset(pt.c, it.col)
+	it.bits = pt.c.presence(it.col)
 	it.row = 0
-	it.left = it.col.n
-	it.next = it.col.first
+	it.left = int(it.col.n)
+	it.next = int(it.col.first)
 	return true
 }
 
-// nextPresent returns the first row >= from where the column has a value.
-func (c *colData) nextPresent(from int) int {
-	if c.bits == nil {
+// nextPresent returns the first row >= from where a column with presence
+// bitmap bm (nil: every row from its first on) has a value, -1 if none.
+func nextPresent(bm []uint64, from int) int {
+	if bm == nil {
 		return from
 	}
 	w := from >> 6
-	if w >= len(c.bits) {
+	if w >= len(bm) {
 		return -1
 	}
-	word := c.bits[w] &^ (1<<(uint(from)&63) - 1)
+	word := bm[w] &^ (1<<(uint(from)&63) - 1)
 	for word == 0 {
 		w++
-		if w >= len(c.bits) {
+		if w >= len(bm) {
 			return -1
 		}
-		word = c.bits[w]
+		word = bm[w]
 	}
 	return w<<6 + bits.TrailingZeros64(word)
+}
+
+// valDecoder decodes a frozen column's values whatever their encoding.
+type valDecoder struct {
+	kind colKind
+	xor  encoding.XORDecoder
+	dec  encoding.DecimalDecoder
+	cv   float64 // colConst: the value
+	left int     // colConst: values left
+	err  error
+}
+
+func (d *valDecoder) reset(c *chunk, cd *colData) {
+	d.kind, d.err = cd.kind, nil
+	b := c.vals(cd)
+	switch cd.kind {
+	case colConst:
+		d.left = int(cd.n)
+		if len(b) != 8 {
+			d.err, d.left = errCorruptPresence, 0
+			return
+		}
+		d.cv = math.Float64frombits(binary.LittleEndian.Uint64(b))
+	case colDecimal:
+		d.dec.Reset(b, int(cd.n))
+	default:
+		d.xor.Reset(b, int(cd.n))
+	}
+}
+
+func (d *valDecoder) next() bool {
+	switch d.kind {
+	case colConst:
+		if d.left == 0 {
+			return false
+		}
+		d.left--
+		return true
+	case colDecimal:
+		return d.dec.Next()
+	default:
+		return d.xor.Next()
+	}
+}
+
+func (d *valDecoder) at() float64 {
+	switch d.kind {
+	case colConst:
+		return d.cv
+	case colDecimal:
+		return d.dec.At()
+	default:
+		return d.xor.At()
+	}
+}
+
+func (d *valDecoder) error() error {
+	switch {
+	case d.err != nil:
+		return d.err
+	case d.kind == colDecimal:
+		return d.dec.Err()
+	case d.kind == colXOR:
+		return d.xor.Err()
+	}
+	return nil
 }
 
 // step advances one sample regardless of range; false at the end.
@@ -97,7 +168,7 @@ func (it *partIterator) step() bool {
 				it.openPart(it.p + 1)
 				continue
 			}
-			r := it.col.nextPresent(it.next)
+			r := nextPresent(it.bits, it.next)
 			if r < 0 {
 				it.err = errCorruptPresence
 				it.done = true
@@ -114,12 +185,15 @@ func (it *partIterator) step() bool {
 				}
 				it.row++
 			}
-			if !it.vals.Next() {
-				it.err = it.vals.Err()
+			if !it.vals.next() {
+				it.err = it.vals.error()
+				if it.err == nil {
+					it.err = errCorruptPresence
+				}
 				it.done = true
 				return false
 			}
-			it.t, it.v = it.ts.At(), it.vals.At()
+			it.t, it.v = it.ts.At(), it.vals.at()
 			it.next = r + 1
 			it.left--
 			return true

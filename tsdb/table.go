@@ -1,9 +1,11 @@
 package tsdb
 
 import (
+	"encoding/binary"
 	"math"
 	"math/bits"
 	"slices"
+	"unsafe"
 
 	"github.com/tandem-tsdb/tandem/tsdb/encoding"
 )
@@ -224,32 +226,99 @@ func (b *chunkBuilder) appendRow(r *row) {
 	}
 }
 
-// freeze copies the builder into an immutable chunk.
+// freeze copies the builder into an immutable chunk, re-encoding each column
+// as compactly as its values allow: a constant column keeps only its value,
+// a column of decimal numbers (counters, gauges with a few digits) takes the
+// decimal codec when that is smaller than XOR. All columns share one buffer.
 func (b *chunkBuilder) freeze() *chunk {
 	c := &chunk{minT: b.minT, maxT: b.maxT, rows: b.rows, ts: slices.Clone(b.ts.Bytes())}
 	c.cols = make([]colData, len(b.cols))
-	for i, cb := range b.cols {
+	var sc freezeScratch
+	size, words := 0, 0
+	for _, cb := range b.cols {
 		if cb != nil {
-			c.cols[i] = cb.snapshot()
+			size += len(cb.vals.Bytes())
+			words += len(cb.bits)
 		}
 	}
+	c.data = make([]byte, 0, size)
+	if words > 0 {
+		c.bits = make([]uint64, 0, words)
+	}
+	for i, cb := range b.cols {
+		if cb != nil {
+			c.cols[i] = c.addCol(cb, &sc)
+		}
+	}
+	c.data = slices.Clip(c.data)
 	return c
 }
 
-func (cb *colBuilder) snapshot() colData {
-	return colData{vals: slices.Clone(cb.vals.Bytes()), first: cb.first, n: cb.n, bits: slices.Clone(cb.bits)}
+// freezeScratch holds buffers reused across the columns of one freeze.
+type freezeScratch struct {
+	vals []float64
+	ms   []int64
+	dec  []byte
+	xd   encoding.XORDecoder
 }
 
-// snapshotCol returns an immutable chunk holding only column c (nil if c has no value).
+// addCol appends cb's values (re-encoded if smaller) and presence to c.
+func (c *chunk) addCol(cb *colBuilder, sc *freezeScratch) colData {
+	cd := colData{kind: colXOR, first: int32(cb.first), n: int32(cb.n)}
+	if cb.bits != nil {
+		cd.boff = uint32(len(c.bits))
+		c.bits = append(c.bits, cb.bits...)
+		cd.bend = uint32(len(c.bits))
+	}
+	xor := cb.vals.Bytes()
+	enc := xor
+	if sc != nil {
+		sc.vals = sc.vals[:0]
+		sc.xd.Reset(xor, cb.n)
+		for sc.xd.Next() {
+			sc.vals = append(sc.vals, sc.xd.At())
+		}
+		if sc.xd.Err() == nil && len(sc.vals) == cb.n {
+			constant := true
+			fb := math.Float64bits(sc.vals[0])
+			for _, v := range sc.vals[1:] {
+				if math.Float64bits(v) != fb {
+					constant = false
+					break
+				}
+			}
+			if constant {
+				cd.kind = colConst
+				sc.dec = binary.LittleEndian.AppendUint64(sc.dec[:0], fb)
+				enc = sc.dec
+			} else {
+				if cap(sc.ms) < cb.n {
+					sc.ms = make([]int64, cb.n)
+				}
+				if k, ok := encoding.DecimalScale(sc.vals, encoding.MaxDecimalScale, sc.ms[:cb.n]); ok {
+					sc.dec = encoding.AppendDecimal(sc.dec[:0], sc.ms[:cb.n], k)
+					if len(sc.dec) < len(xor) {
+						cd.kind, enc = colDecimal, sc.dec
+					}
+				}
+			}
+		}
+	}
+	cd.off = uint32(len(c.data))
+	c.data = append(c.data, enc...)
+	cd.end = uint32(len(c.data))
+	return cd
+}
+
+// snapshotCol returns an immutable chunk holding only column c (nil if c has
+// no value), XOR-encoded as built: for queries of the chunk being built.
 func (b *chunkBuilder) snapshotCol(c int) *chunk {
 	if c >= len(b.cols) || b.cols[c] == nil {
 		return nil
 	}
-	return &chunk{
-		minT: b.minT, maxT: b.maxT, rows: b.rows,
-		ts:   slices.Clone(b.ts.Bytes()),
-		cols: []colData{b.cols[c].snapshot()},
-	}
+	ch := &chunk{minT: b.minT, maxT: b.maxT, rows: b.rows, ts: slices.Clone(b.ts.Bytes())}
+	ch.cols = []colData{ch.addCol(b.cols[c], nil)}
+	return ch
 }
 
 // chunk is an immutable, compressed run of rows.
@@ -258,23 +327,28 @@ type chunk struct {
 	rows       int
 	ts         []byte
 	cols       []colData
+	data       []byte   // every column's encoded values, back to back
+	bits       []uint64 // presence bitmaps of the columns that need one
 }
 
-// colKind is the value type of a column. Only floats exist today; native
-// histograms will get their own kinds (and encodings) beside it.
+// colKind is the encoding of a column's values. Only floats exist today;
+// native histograms will get their own kinds beside these.
 type colKind uint8
 
 const (
-	colFloat colKind = iota // XOR-encoded float64 values
+	colXOR     colKind = iota // Gorilla XOR
+	colConst                  // every value equal: the value's 8 bytes
+	colDecimal                // encoding.AppendDecimal
 )
 
-// colData is one column of a frozen chunk.
+// colData is one column of a frozen chunk: its values are
+// chunk.data[off:end] and, unless every row from first on holds a value,
+// its presence bitmap is chunk.bits[boff:bend].
 type colData struct {
-	kind  colKind
-	vals  []byte
-	first int
-	n     int
-	bits  []uint64
+	kind       colKind
+	first, n   int32
+	off, end   uint32
+	boff, bend uint32
 }
 
 func (c *chunk) col(i int) *colData {
@@ -284,11 +358,18 @@ func (c *chunk) col(i int) *colData {
 	return &c.cols[i]
 }
 
+// vals returns the encoded values of column cd.
+func (c *chunk) vals(cd *colData) []byte { return c.data[cd.off:cd.end:cd.end] }
+
+// presence returns the presence bitmap of column cd (nil: rows first..first+n-1).
+func (c *chunk) presence(cd *colData) []uint64 {
+	if cd.bend == cd.boff {
+		return nil
+	}
+	return c.bits[cd.boff:cd.bend:cd.bend]
+}
+
 // size returns the chunk's approximate memory footprint in bytes.
 func (c *chunk) size() int {
-	s := 64 + len(c.ts) + 48*len(c.cols)
-	for i := range c.cols {
-		s += len(c.cols[i].vals) + 8*len(c.cols[i].bits)
-	}
-	return s
+	return 96 + len(c.ts) + int(unsafe.Sizeof(colData{}))*len(c.cols) + len(c.data) + 8*len(c.bits)
 }
