@@ -114,6 +114,13 @@ func BenchmarkWrite(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/sample")
 
 	// The same samples in a Prometheus block.
+	b.ReportMetric(float64(dirSize(b, promBlock(b, gs)))/float64(n), "prom-bytes/sample")
+}
+
+// promBlock writes the samples of gs as a Prometheus block in a temporary
+// directory and returns the block's directory.
+func promBlock(tb testing.TB, gs []Group) string {
+	tb.Helper()
 	var series []storage.Series
 	for _, g := range gs {
 		for _, c := range g.Tables[0].Columns {
@@ -124,15 +131,24 @@ func BenchmarkWrite(b *testing.B) {
 			series = append(series, storage.NewListSeries(g.Members[c.Member], ss))
 		}
 	}
-	pdir := b.TempDir()
-	bdir, err := tsdb.CreateBlock(series, pdir, 24*3600*1000, slog.New(slog.DiscardHandler))
+	bdir, err := tsdb.CreateBlock(series, tb.TempDir(), 24*3600*1000, slog.New(slog.DiscardHandler))
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	b.ReportMetric(float64(dirSize(b, bdir))/float64(n), "prom-bytes/sample")
-	_ = context.Background
+	return bdir
 }
 
+// BenchmarkIterate reads every sample of every series of a block, tandem's
+// next to Prometheus's holding the same samples:
+//
+//	tandem             the block's raw per-series Iterator, by series id
+//	tandem-select      the steps of tandem's block querier (tsdb.blockQuerier, which
+//	                   this package cannot import): postings of the matcher, chunk
+//	                   stats, labels, then the series' Iterator
+//	prometheus-select  tsdb.OpenBlock + tsdb.NewBlockQuerier, Select, iterate each series
+//
+// Both select rows use the matcher __name__=~".+" (every series) and create
+// a querier per op; the blocks are opened once.
 func BenchmarkIterate(b *testing.B) {
 	gs, mint, maxt, n := nodeGroups(b, 4, 480)
 	dir := b.TempDir()
@@ -145,18 +161,107 @@ func BenchmarkIterate(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer blk.Close()
-	var it chunkenc.Iterator
-	b.ReportAllocs()
-	for b.Loop() {
-		for id := 0; id < blk.NumSeries(); id++ {
-			it = blk.Iterator(uint32(id), math.MinInt64, math.MaxInt64, it)
-			for it.Next() == chunkenc.ValFloat {
+	all := labels.MustNewMatcher(labels.MatchRegexp, labels.MetricName, ".+")
+	report := func(b *testing.B, got int) {
+		if got != n {
+			b.Fatalf("iterated %d samples, want %d", got, n)
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/sample")
+		b.ReportMetric(float64(n), "samples/op")
+	}
+
+	b.Run("tandem", func(b *testing.B) {
+		var it chunkenc.Iterator
+		got := 0
+		b.ReportAllocs()
+		for b.Loop() {
+			got = 0
+			for id := 0; id < blk.NumSeries(); id++ {
+				it = blk.Iterator(uint32(id), math.MinInt64, math.MaxInt64, it)
+				for it.Next() == chunkenc.ValFloat {
+					got++
+				}
+				if it.Err() != nil {
+					b.Fatal(it.Err())
+				}
 			}
 		}
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/sample")
-	b.ReportMetric(float64(n), "samples/op")
+		report(b, got)
+	})
+
+	b.Run("tandem-select", func(b *testing.B) {
+		var it chunkenc.Iterator
+		got := 0
+		b.ReportAllocs()
+		for b.Loop() {
+			got = 0
+			ids, err := blk.Postings(all)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, id := range ids {
+				st, err := blk.ChunkStats(id, math.MinInt64, math.MaxInt64)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(st) == 0 {
+					continue
+				}
+				lset, err := blk.Labels(id)
+				if err != nil {
+					b.Fatal(err)
+				}
+				benchLabelsSink += lset.Len()
+				it = blk.Iterator(id, math.MinInt64, math.MaxInt64, it)
+				for it.Next() == chunkenc.ValFloat {
+					got++
+				}
+				if it.Err() != nil {
+					b.Fatal(it.Err())
+				}
+			}
+		}
+		report(b, got)
+	})
+
+	b.Run("prometheus-select", func(b *testing.B) {
+		pblk, err := tsdb.OpenBlock(slog.New(slog.DiscardHandler), promBlock(b, gs), nil, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer pblk.Close()
+		ctx := context.Background()
+		var it chunkenc.Iterator
+		got := 0
+		b.ReportAllocs()
+		for b.Loop() {
+			got = 0
+			q, err := tsdb.NewBlockQuerier(pblk, math.MinInt64, math.MaxInt64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ss := q.Select(ctx, false, nil, all)
+			for ss.Next() {
+				s := ss.At()
+				benchLabelsSink += s.Labels().Len()
+				it = s.Iterator(it)
+				for it.Next() == chunkenc.ValFloat {
+					got++
+				}
+				if it.Err() != nil {
+					b.Fatal(it.Err())
+				}
+			}
+			if ss.Err() != nil {
+				b.Fatal(ss.Err())
+			}
+			q.Close()
+		}
+		report(b, got)
+	})
 }
+
+var benchLabelsSink int
 
 // BenchmarkOpen opens blocks of about 100k and 1M samples: the cost must not grow with the chunks.
 func BenchmarkOpen(b *testing.B) {
@@ -184,5 +289,3 @@ func BenchmarkOpen(b *testing.B) {
 		})
 	}
 }
-
-var _ = labels.EmptyLabels

@@ -3,11 +3,18 @@ package encoding
 import (
 	"bytes"
 	"testing"
+
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
 )
 
-// Benchmarks count one op per value and cycle through chunks of chunkRows
-// values, resetting the encoder between chunks as a head chunk would be cut.
-// B/value is the encoded size of one full chunk divided by chunkRows.
+// The timestamp benchmarks count one op per value and cycle through chunks of
+// chunkRows values, resetting the encoder between chunks as a head chunk would
+// be cut. B/value is the encoded size of one full chunk divided by chunkRows.
+//
+// The value benchmarks (BenchmarkXORAppend, BenchmarkXORDecode) count one op
+// per chunk of chunkRows samples, so that batch codecs (decimal) and
+// Prometheus's chunks sit next to each other; every row reports ns/sample and
+// bytes/sample (encoded chunk size / chunkRows).
 
 var (
 	benchTSSink  int64
@@ -85,37 +92,201 @@ func BenchmarkTSDecode(b *testing.B) {
 	}
 }
 
+// valueCodecRows names the rows of BenchmarkXORAppend and BenchmarkXORDecode
+// for one value column. "v" rows encode values only; "tv" rows encode the same
+// samples as timestamp+value, as Prometheus's chunks always do:
+//
+//	tandem-v-xor        encoding.XOREncoder over the values alone
+//	tandem-tv-xor       encoding.TSEncoder + XOREncoder (tandem's head while appending)
+//	tandem-tv-decimal   encoding.TSEncoder + DecimalScale/AppendDecimal (what tandem seals a
+//	                    decimal column into when it is smaller than XOR)
+//	prometheus-tv-xor   chunkenc.XORChunk (Prometheus's default float chunk)
+//	prometheus-tv-xor2  chunkenc.XOR2Chunk (Prometheus's opt-in float chunk)
+//
+// The tandem "tv" rows charge the whole timestamp column to one series: in a
+// tandem chunk one timestamp column is shared by all series of a target, so
+// with many series per target the real per-sample cost is close to the "v" row.
+// On sealing, tandem also stores a constant column as its 8-byte value.
+func valueBenchTS() []int64 {
+	return scrapeTimestamps(newRand(102), chunkRows, 10, 50) // 1 in 10 scrapes off by up to 50 ms
+}
+
+// reportPerSample reports ns/sample and bytes/sample for ops of n samples each.
+func reportPerSample(b *testing.B, n, size int) {
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/sample")
+	b.ReportMetric(float64(size)/float64(n), "bytes/sample")
+}
+
+// promChunk encodes ts, vs into a new Prometheus chunk (XOR or XOR2).
+func promChunk(tb testing.TB, c chunkenc.Chunk, ts []int64, vs []float64) chunkenc.Chunk {
+	app, err := c.Appender()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for i, t := range ts {
+		app.Append(0, t, vs[i])
+	}
+	return c
+}
+
+// encodeDecimal encodes vs with the decimal codec; ok is false if it does not apply.
+func encodeDecimal(vs []float64) ([]byte, bool) {
+	ms := make([]int64, len(vs))
+	k, ok := DecimalScale(vs, MaxDecimalScale, ms)
+	if !ok {
+		return nil, false
+	}
+	return AppendDecimal(nil, ms, k), true
+}
+
 func BenchmarkXORAppend(b *testing.B) {
+	ts := valueBenchTS()
 	for _, c := range xorBenchData() {
-		b.Run(c.name, func(b *testing.B) {
+		n := len(c.vs)
+		b.Run(c.name+"/tandem-v-xor", func(b *testing.B) {
 			var e XOREncoder
 			b.ReportAllocs()
-			for i := 0; b.Loop(); i++ {
-				if i == len(c.vs) {
-					i = 0
-					e.Reset()
+			for b.Loop() {
+				e.Reset()
+				for _, v := range c.vs {
+					e.Append(v)
 				}
-				e.Append(c.vs[i])
 			}
-			b.ReportMetric(float64(len(encodeXOR(c.vs)))/float64(len(c.vs)), "B/value")
+			reportPerSample(b, n, len(e.Bytes()))
+		})
+		b.Run(c.name+"/tandem-tv-xor", func(b *testing.B) {
+			var te TSEncoder
+			var ve XOREncoder
+			b.ReportAllocs()
+			for b.Loop() {
+				te.Reset()
+				ve.Reset()
+				for i, v := range c.vs {
+					te.Append(ts[i])
+					ve.Append(v)
+				}
+			}
+			reportPerSample(b, n, len(te.Bytes())+len(ve.Bytes()))
+		})
+		if _, ok := encodeDecimal(c.vs); ok {
+			b.Run(c.name+"/tandem-tv-decimal", func(b *testing.B) {
+				var te TSEncoder
+				ms := make([]int64, n)
+				var dec []byte
+				b.ReportAllocs()
+				for b.Loop() {
+					te.Reset()
+					for _, t := range ts {
+						te.Append(t)
+					}
+					k, ok := DecimalScale(c.vs, MaxDecimalScale, ms)
+					if !ok {
+						b.Fatal("decimal codec does not apply")
+					}
+					dec = AppendDecimal(dec[:0], ms, k)
+				}
+				reportPerSample(b, n, len(te.Bytes())+len(dec))
+			})
+		}
+		// Prometheus's head allocates a new chunk per cut, so these rows do too.
+		b.Run(c.name+"/prometheus-tv-xor", func(b *testing.B) {
+			var ch chunkenc.Chunk
+			b.ReportAllocs()
+			for b.Loop() {
+				ch = promChunk(b, chunkenc.NewXORChunk(), ts, c.vs)
+			}
+			reportPerSample(b, n, len(ch.Bytes()))
+		})
+		b.Run(c.name+"/prometheus-tv-xor2", func(b *testing.B) {
+			var ch chunkenc.Chunk
+			b.ReportAllocs()
+			for b.Loop() {
+				ch = promChunk(b, chunkenc.NewXOR2Chunk(), ts, c.vs)
+			}
+			reportPerSample(b, n, len(ch.Bytes()))
 		})
 	}
 }
 
 func BenchmarkXORDecode(b *testing.B) {
+	ts := valueBenchTS()
+	encTS := bytes.Clone(encodeTS(ts))
 	for _, c := range xorBenchData() {
-		b.Run(c.name, func(b *testing.B) {
-			enc := bytes.Clone(encodeXOR(c.vs))
+		n := len(c.vs)
+		encV := bytes.Clone(encodeXOR(c.vs))
+		b.Run(c.name+"/tandem-v-xor", func(b *testing.B) {
 			var d XORDecoder
 			b.ReportAllocs()
-			for i := 0; b.Loop(); i++ {
-				if !d.Next() {
-					d.Reset(enc, len(c.vs))
-					d.Next()
+			for b.Loop() {
+				d.Reset(encV, n)
+				for d.Next() {
+					benchXORSink += d.At()
 				}
-				benchXORSink += d.At()
 			}
-			b.ReportMetric(float64(len(enc))/float64(len(c.vs)), "B/value")
+			if d.Err() != nil {
+				b.Fatal(d.Err())
+			}
+			reportPerSample(b, n, len(encV))
 		})
+		b.Run(c.name+"/tandem-tv-xor", func(b *testing.B) {
+			var td TSDecoder
+			var vd XORDecoder
+			b.ReportAllocs()
+			for b.Loop() {
+				td.Reset(encTS, n)
+				vd.Reset(encV, n)
+				for td.Next() && vd.Next() {
+					benchTSSink += td.At()
+					benchXORSink += vd.At()
+				}
+			}
+			if td.Err() != nil || vd.Err() != nil {
+				b.Fatal(td.Err(), vd.Err())
+			}
+			reportPerSample(b, n, len(encTS)+len(encV))
+		})
+		if dec, ok := encodeDecimal(c.vs); ok {
+			b.Run(c.name+"/tandem-tv-decimal", func(b *testing.B) {
+				var td TSDecoder
+				var vd DecimalDecoder
+				b.ReportAllocs()
+				for b.Loop() {
+					td.Reset(encTS, n)
+					vd.Reset(dec, n)
+					for td.Next() && vd.Next() {
+						benchTSSink += td.At()
+						benchXORSink += vd.At()
+					}
+				}
+				if td.Err() != nil || vd.Err() != nil {
+					b.Fatal(td.Err(), vd.Err())
+				}
+				reportPerSample(b, n, len(encTS)+len(dec))
+			})
+		}
+		for _, pc := range []struct {
+			name string
+			ch   chunkenc.Chunk
+		}{
+			{"prometheus-tv-xor", promChunk(b, chunkenc.NewXORChunk(), ts, c.vs)},
+			{"prometheus-tv-xor2", promChunk(b, chunkenc.NewXOR2Chunk(), ts, c.vs)},
+		} {
+			b.Run(c.name+"/"+pc.name, func(b *testing.B) {
+				var it chunkenc.Iterator
+				b.ReportAllocs()
+				for b.Loop() {
+					it = pc.ch.Iterator(it)
+					for it.Next() == chunkenc.ValFloat {
+						t, v := it.At()
+						benchTSSink += t
+						benchXORSink += v
+					}
+				}
+				if it.Err() != nil {
+					b.Fatal(it.Err())
+				}
+				reportPerSample(b, n, len(pc.ch.Bytes()))
+			})
+		}
 	}
 }
