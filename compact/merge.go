@@ -17,9 +17,11 @@ import (
 // carried over with remapped members (a member's unaligned tables from
 // successive sources are concatenated into one). When sources overlap in
 // time, a member's samples at one timestamp are kept once: from the source
+// listed last. The sources' exemplars are merged the same way: per series
+// (by labels) in time order, at one timestamp the exemplar of the source
 // listed last. Meta.Compaction.Level is the sources' highest level plus one
-// and Sources the union of theirs; opts.Level and opts.Sources are ignored.
-// The sources are neither modified nor deleted.
+// and Sources the union of theirs; opts.Level, opts.Sources and
+// opts.Exemplars are ignored. The sources are neither modified nor deleted.
 func Merge(dir string, srcs []*block.Block, opts block.WriteOptions) (block.Meta, error) {
 	if len(srcs) == 0 {
 		return block.Meta{}, fmt.Errorf("merge into %s: no source blocks", dir)
@@ -47,6 +49,7 @@ func Merge(dir string, srcs []*block.Block, opts block.WriteOptions) (block.Meta
 	slices.Sort(sources)
 	opts.Level = level + 1
 	opts.Sources = slices.Compact(sources)
+	opts.Exemplars = mergeExemplars(srcs)
 
 	m := newMerger(srcs)
 	meta, err := block.Write(dir, mint, maxt, func(yield func(*block.Group) error) error {

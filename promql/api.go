@@ -36,7 +36,7 @@ const (
 
 // Remote-read limits of the upstream read handler, which stays reachable at
 // /api/v1/read only if the caller does not register its own (Prometheus's
-// flag defaults).
+// flag defaults; APIOptions may set the sample limit and the frame size).
 const (
 	remoteReadSampleLimit      = 50_000_000
 	remoteReadConcurrencyLimit = 10
@@ -96,6 +96,12 @@ type APIOptions struct {
 	MaxSamples int
 	// MaxConcurrentQueries bounds concurrently executing queries (default 20).
 	MaxConcurrentQueries int
+	// RemoteReadSampleLimit bounds the samples of one query of a SAMPLES
+	// remote-read response (default 50e6, like --storage.remote.read-sample-limit).
+	RemoteReadSampleLimit int
+	// RemoteReadMaxBytesInFrame bounds a frame of a streamed remote-read
+	// response (default 1 MiB, like --storage.remote.read-max-bytes-in-frame).
+	RemoteReadMaxBytesInFrame int
 	// Version is reported by /api/v1/status/buildinfo.
 	Version string
 	// Revision is reported by /api/v1/status/buildinfo.
@@ -157,6 +163,12 @@ func (o APIOptions) withDefaults() APIOptions {
 	}
 	if o.MaxConcurrentQueries <= 0 {
 		o.MaxConcurrentQueries = defaultMaxConcurrentQueries
+	}
+	if o.RemoteReadSampleLimit <= 0 {
+		o.RemoteReadSampleLimit = remoteReadSampleLimit
+	}
+	if o.RemoteReadMaxBytesInFrame <= 0 {
+		o.RemoteReadMaxBytesInFrame = remoteReadMaxBytesInFrame
 	}
 	return o
 }
@@ -251,9 +263,9 @@ func NewAPIHandler(opts APIOptions, engine *prompromql.Engine) (http.Handler, er
 		0,     // maxSearchLimit
 		logger,
 		func(context.Context) v1.RulesRetriever { return rulesRetriever },
-		remoteReadSampleLimit,
+		opts.RemoteReadSampleLimit,
 		remoteReadConcurrencyLimit,
-		remoteReadMaxBytesInFrame,
+		opts.RemoteReadMaxBytesInFrame,
 		false, // isAgent
 		corsOrigin,
 		runtimeInfoFunc(birth, opts.LastReload),

@@ -400,7 +400,7 @@ func (db *DB) ChunkQuerier(mint, maxt int64) (storage.ChunkQuerier, error) {
 type mergedChunkQuerier struct{ storage.Querier }
 
 func (q *mergedChunkQuerier) Select(ctx context.Context, sortSeries bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.ChunkSeriesSet {
-	return storage.NewSeriesSetToChunkSet(q.Querier.Select(ctx, sortSeries, hints, ms...))
+	return newChunkSeriesSet(q.Querier.Select(ctx, sortSeries, hints, ms...))
 }
 
 // Flush writes the head's oldest block ranges as blocks while the head spans
@@ -452,15 +452,23 @@ func (db *DB) Flush(all bool) error {
 // flushed already) as out-of-order blocks, one per block range; compaction
 // merges them with the blocks they overlap. It reports whether it wrote any.
 func (db *DB) flushLate(rng int64) (bool, error) {
-	ls := db.head.captureLate(db.head.minValid.Load())
-	if len(ls) == 0 {
+	before := db.head.minValid.Load()
+	ls := db.head.captureLate(before)
+	// Exemplars older than the head (arrived late, or replayed after a crash
+	// before the WAL checkpoint) go with the late samples of their range.
+	exs := db.head.lateExemplars(before)
+	if len(ls) == 0 && len(exs) == 0 {
 		return false, nil
 	}
+	rangeOf := func(t int64) int64 { return t - ((t%rng)+rng)%rng }
 	ranges := map[int64]bool{}
 	for _, l := range ls {
 		for _, smp := range l.samples {
-			ranges[smp.T-((smp.T%rng)+rng)%rng] = true
+			ranges[rangeOf(smp.T)] = true
 		}
+	}
+	for _, en := range exs {
+		ranges[rangeOf(en.e.T)] = true
 	}
 	starts := make([]int64, 0, len(ranges))
 	for r := range ranges {
@@ -470,6 +478,12 @@ func (db *DB) flushLate(rng int64) (bool, error) {
 	var added []*dbBlock
 	for _, mint := range starts {
 		groups := lateGroups(ls, mint, mint+rng)
+		var rexs []exemplarEntry
+		for _, en := range exs {
+			if rangeOf(en.e.T) == mint {
+				rexs = append(rexs, en)
+			}
+		}
 		meta, err := block.Write(db.dir, mint, mint+rng, func(yield func(*block.Group) error) error {
 			for _, g := range groups {
 				if err := yield(g); err != nil {
@@ -477,7 +491,7 @@ func (db *DB) flushLate(rng int64) (bool, error) {
 				}
 			}
 			return nil
-		}, block.WriteOptions{})
+		}, block.WriteOptions{Exemplars: db.exemplarSource(rexs)})
 		if err != nil {
 			return false, fmt.Errorf("write out-of-order block [%d, %d): %w", mint, mint+rng, err)
 		}
@@ -487,7 +501,8 @@ func (db *DB) flushLate(rng int64) (bool, error) {
 			return false, fmt.Errorf("open out-of-order block %s: %w", p, err)
 		}
 		added = append(added, &dbBlock{Block: b, dir: p})
-		db.logger.Info("late samples written to an out-of-order block", "block", meta.ULID, "mint", mint, "maxt", mint+rng, "samples", meta.Stats.NumSamples)
+		db.logger.Info("late samples written to an out-of-order block", "block", meta.ULID, "mint", mint, "maxt", mint+rng,
+			"samples", meta.Stats.NumSamples, "exemplars", meta.Stats.NumExemplars)
 	}
 	db.mu.Lock()
 	db.blocks = append(db.blocks, added...)
@@ -497,22 +512,26 @@ func (db *DB) flushLate(rng int64) (bool, error) {
 	db.mu.Unlock()
 	older.Wait()
 	db.head.dropLate(ls)
+	db.head.exemplars.remove(exs)
 	return true, nil
 }
 
 func (db *DB) flushRange(mint, maxt int64) error {
 	// From here on the range is closed: late samples for it are refused.
 	db.head.RaiseMinValid(maxt)
+	// The exemplars the ring holds for the range go into the block; those
+	// arriving for it from now on are late (flushLate).
+	exs := db.head.exemplars.collect(func(t int64) bool { return t >= mint && t < maxt })
 	var exportedLate []lateSeries
 	meta, err := block.Write(db.dir, mint, maxt, func(yield func(*block.Group) error) error {
 		var err error
 		exportedLate, err = db.head.ExportRange(mint, maxt, yield)
 		return err
-	}, block.WriteOptions{})
+	}, block.WriteOptions{Exemplars: db.exemplarSource(exs)})
 	if err != nil {
 		return fmt.Errorf("flush [%d, %d): %w", mint, maxt, err)
 	}
-	if meta.Stats.NumSamples > 0 {
+	if meta.Stats.NumSamples > 0 || meta.Stats.NumExemplars > 0 {
 		p := filepath.Join(db.dir, meta.ULID)
 		b, err := block.Open(p)
 		if err != nil {
@@ -528,15 +547,18 @@ func (db *DB) flushRange(mint, maxt int64) error {
 		// the head: keep it until they are done.
 		older.Wait()
 		db.logger.Info("head range flushed to a block", "block", meta.ULID, "mint", mint, "maxt", maxt,
-			"samples", meta.Stats.NumSamples, "series", meta.Stats.NumSeries, "groups", meta.Stats.NumGroups)
+			"samples", meta.Stats.NumSamples, "series", meta.Stats.NumSeries, "groups", meta.Stats.NumGroups,
+			"exemplars", meta.Stats.NumExemplars)
 	}
 	db.head.Truncate(maxt)
 	db.head.dropLate(exportedLate)
+	db.head.exemplars.remove(exs)
 	return nil
 }
 
 // Snapshot writes a consistent copy of the storage into dir: hard links to
-// every block's files and, with withHead, the head's content as one more block.
+// every block's files (exemplars included) and, with withHead, the head's
+// content (samples and exemplars) as one more block.
 func (db *DB) Snapshot(dir string, withHead bool) error {
 	bs, done := db.acquire(math.MinInt64, math.MaxInt64)
 	defer func() {
@@ -564,12 +586,16 @@ func (db *DB) Snapshot(dir string, withHead bool) error {
 		return nil
 	}
 	hmin, hmax := db.head.minT.Load(), db.head.maxT.Load()
+	exs := db.head.exemplars.collect(func(int64) bool { return true })
+	if lo, hi, ok := exemplarBounds(exs); ok {
+		hmin, hmax = min(hmin, lo), max(hmax, hi)
+	}
 	if hmin > hmax {
 		return nil
 	}
 	_, err := block.Write(dir, hmin, hmax+1, func(yield func(*block.Group) error) error {
 		return db.head.export(hmin, hmax+1, false, nil, yield)
-	}, block.WriteOptions{})
+	}, block.WriteOptions{Exemplars: db.exemplarSource(exs)})
 	if err != nil {
 		return fmt.Errorf("snapshot: write head block: %w", err)
 	}

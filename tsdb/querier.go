@@ -82,12 +82,23 @@ type limitError string
 
 func (e limitError) Error() string { return string(e) }
 
+// holdsRange reports whether the head has samples in the querier's range.
+// Like Prometheus's head index reader, label names and values come from every
+// series of the head when it does, and there are none when it does not (e.g.
+// a range before any data, or an empty head after a flush).
+func (q *querier) holdsRange() bool {
+	return q.maxt >= q.h.minT.Load() && q.mint <= q.h.maxT.Load()
+}
+
 // LabelValues returns the sorted values of a label among series matching ms.
 func (q *querier) LabelValues(ctx context.Context, name string, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
 	var vals []string
-	if len(ms) == 0 {
+	switch {
+	case !q.holdsRange():
+		vals = []string{}
+	case len(ms) == 0:
 		vals = q.h.index.labelValues(name)
-	} else {
+	default:
 		set := map[string]struct{}{}
 		for _, ref := range q.h.index.postingsFor(ms...) {
 			if s := q.h.seriesByRef(ref); s != nil {
@@ -108,9 +119,12 @@ func (q *querier) LabelValues(ctx context.Context, name string, hints *storage.L
 // LabelNames returns the sorted label names among series matching ms.
 func (q *querier) LabelNames(ctx context.Context, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
 	var names []string
-	if len(ms) == 0 {
+	switch {
+	case !q.holdsRange():
+		names = []string{}
+	case len(ms) == 0:
 		names = q.h.index.labelNames()
-	} else {
+	default:
 		set := map[string]struct{}{}
 		for _, ref := range q.h.index.postingsFor(ms...) {
 			if s := q.h.seriesByRef(ref); s != nil {
@@ -172,5 +186,5 @@ type chunkQuerier struct{ querier }
 
 // Select returns matching series encoded as chunks.
 func (q *chunkQuerier) Select(ctx context.Context, sortSeries bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.ChunkSeriesSet {
-	return storage.NewSeriesSetToChunkSet(q.querier.Select(ctx, sortSeries, hints, ms...))
+	return newChunkSeriesSet(q.querier.Select(ctx, sortSeries, hints, ms...))
 }

@@ -211,7 +211,7 @@ func (db *DB) rewriteWithout(b *dbBlock) error {
 			db.filterGroup(g)
 			return yield(g)
 		})
-	}, block.WriteOptions{Level: m.Compaction.Level, Sources: m.Compaction.Sources})
+	}, block.WriteOptions{Level: m.Compaction.Level, Sources: m.Compaction.Sources, Exemplars: db.blockExemplarsWithout(b)})
 	b.release()
 	if err != nil {
 		return fmt.Errorf("rewrite block %s without deleted samples: %w", b.dir, err)

@@ -1,7 +1,8 @@
 // Package block implements tandem's immutable columnar blocks on disk: a
-// directory holding meta.json, an index file and a chunks file, written once
-// by Write and read through a memory map by Open. The byte format is
-// described in docs/format/block.md.
+// directory holding meta.json, an index file, a chunks file and, when the
+// block has exemplars, an exemplars file, written once by Write and read
+// through a memory map by Open. The byte format is described in
+// docs/format/block.md.
 package block
 
 import (
@@ -77,6 +78,8 @@ type MetaStats struct {
 	NumSeries  uint64 `json:"numSeries"`
 	NumGroups  uint64 `json:"numGroups"`
 	NumChunks  uint64 `json:"numChunks"`
+	// NumExemplars counts the exemplars of the exemplars file (absent when 0).
+	NumExemplars uint64 `json:"numExemplars,omitempty"`
 }
 
 // MetaCompaction records how a block was produced.
@@ -92,6 +95,10 @@ type WriteOptions struct {
 	Level           int      // Meta.Compaction.Level; default 1
 	Sources         []string // Meta.Compaction.Sources; default the new block's ULID
 	ULID            string   // the block's ULID; default a new one
+	// Exemplars, when set, yields the exemplars written to the block's
+	// exemplars file; their timestamps must lie in [mint, maxt). No file is
+	// written when it yields none.
+	Exemplars ExemplarSource
 
 	// failAfter, when > 0, makes Write fail after writing that many chunks (tests of crash safety).
 	failAfter int

@@ -333,7 +333,9 @@ func (b *Block) Inspect() (Inspection, error) {
 	return ins, nil
 }
 
-// Verify checks every checksum of the block (index sections and TOC, chunks TOC, every chunk), parses every chunk header and checks that the index references only existing chunks.
+// Verify checks every checksum of the block (index sections and TOC, chunks TOC, every chunk, and the
+// exemplars file's TOC and records), parses every chunk header and exemplar record, and checks that the
+// index references only existing chunks.
 func (b *Block) Verify() error {
 	saved := b.opts.skipIndexCRC
 	b.opts.skipIndexCRC = false
@@ -384,6 +386,9 @@ func (b *Block) Verify() error {
 		if _, err := b.Labels(uint32(id)); err != nil {
 			return fmt.Errorf("verify: %w", err)
 		}
+	}
+	if err := b.verifyExemplars(); err != nil {
+		return fmt.Errorf("verify: %w", err)
 	}
 	return nil
 }

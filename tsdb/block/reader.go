@@ -3,8 +3,10 @@ package block
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/crc32"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,7 +23,7 @@ type OpenOptions struct {
 	// Off by default: a chunk of a wide group is shared by many series, and Verify checks every chunk.
 	VerifyChunksOnRead bool
 
-	skipIndexCRC bool // fuzz tests: exercise the parsers on data whose checksums do not match
+	skipIndexCRC bool // fuzz tests: exercise the parsers on data whose checksums do not match (index and exemplars)
 }
 
 // Block is an open, immutable block; it is safe for concurrent use until Close.
@@ -38,6 +40,11 @@ type Block struct {
 	ngroups    int
 	names      []nameEntry
 	verified   sync.Map // chunk offset → struct{}: CRC already checked
+
+	// exemplars is the mmapped exemplars file, nil when the block has none.
+	exemplars         []byte
+	exemplarsPath     string
+	exSeries, exCount uint64 // from the exemplars file's TOC
 }
 
 // nameEntry is one label name of the label index.
@@ -51,7 +58,8 @@ func Open(dir string) (*Block, error) { return OpenWithOptions(dir, OpenOptions{
 
 // OpenWithOptions maps the block's files and validates meta.json, the files' headers and TOCs and the index checksums; chunks are decoded lazily.
 func OpenWithOptions(dir string, opts OpenOptions) (_ *Block, err error) {
-	b := &Block{dir: dir, opts: opts, indexPath: filepath.Join(dir, IndexFilename), chunksPath: filepath.Join(dir, ChunksFilename)}
+	b := &Block{dir: dir, opts: opts, indexPath: filepath.Join(dir, IndexFilename), chunksPath: filepath.Join(dir, ChunksFilename),
+		exemplarsPath: filepath.Join(dir, ExemplarsFilename)}
 	metaPath := filepath.Join(dir, MetaFilename)
 	mb, err := os.ReadFile(metaPath)
 	if err != nil {
@@ -79,6 +87,24 @@ func OpenWithOptions(dir string, opts OpenOptions) (_ *Block, err error) {
 	}
 	if err := b.openChunks(); err != nil {
 		return nil, fmt.Errorf("open block: %s: %w", b.chunksPath, err)
+	}
+	// The exemplars file is optional: blocks without exemplars, and blocks
+	// written before the file existed, have none.
+	if b.exemplars, err = mmapFile(b.exemplarsPath); err != nil {
+		b.exemplars = nil
+		if !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("open block: %w", err)
+		}
+		if n := b.meta.Stats.NumExemplars; n > 0 {
+			return nil, fmt.Errorf("open block: %s: missing, meta.json counts %d exemplars: %w", b.exemplarsPath, n, ErrCorrupt)
+		}
+	} else {
+		if err := b.openExemplars(); err != nil {
+			return nil, fmt.Errorf("open block: %s: %w", b.exemplarsPath, err)
+		}
+		if b.exCount != b.meta.Stats.NumExemplars {
+			return nil, fmt.Errorf("open block: %s: TOC counts %d exemplars, meta.json %d: %w", b.exemplarsPath, b.exCount, b.meta.Stats.NumExemplars, ErrCorrupt)
+		}
 	}
 	return b, nil
 }
@@ -228,7 +254,7 @@ func (b *Block) Dir() string { return b.dir }
 // Close unmaps the block's files; iterators must not be used afterwards.
 func (b *Block) Close() error {
 	var err error
-	for _, m := range []*[]byte{&b.index, &b.chunks} {
+	for _, m := range []*[]byte{&b.index, &b.chunks, &b.exemplars} {
 		if *m != nil {
 			if e := syscall.Munmap(*m); e != nil && err == nil {
 				err = fmt.Errorf("close block %s: %w", b.dir, e)

@@ -222,6 +222,11 @@ func (w *blockWriter) write(src GroupSource) error {
 	if err := writeIndex(filepath.Join(w.dir, IndexFilename), w.groups, w.meta); err != nil {
 		return err
 	}
+	if w.opts.Exemplars != nil {
+		if err := writeExemplars(filepath.Join(w.dir, ExemplarsFilename), w.opts.Exemplars, w.mint, w.maxt, w.meta); err != nil {
+			return err
+		}
+	}
 	return writeMeta(filepath.Join(w.dir, MetaFilename), w.meta)
 }
 
@@ -246,6 +251,12 @@ func writeMeta(path string, m *Meta) error {
 
 // addGroup validates a group and writes its chunks.
 func (w *blockWriter) addGroup(g *Group) error {
+	for ti := range g.Tables {
+		if err := w.validate(g, ti); err != nil {
+			return err
+		}
+	}
+	g = realign(g)
 	gr := groupRec{key: g.Key, members: make([]labels.Labels, len(g.Members))}
 	for i, l := range g.Members {
 		gr.members[i] = l.Copy()
@@ -253,9 +264,6 @@ func (w *blockWriter) addGroup(g *Group) error {
 	gr.memberTables = make([][]memberTable, len(g.Members))
 	for ti := range g.Tables {
 		tb := &g.Tables[ti]
-		if err := w.validate(g, ti); err != nil {
-			return err
-		}
 		var cms []chunkMeta
 		w.pos = append(w.pos[:0], make([]int, len(tb.Columns))...)
 		for r0 := 0; r0 < len(tb.Timestamps); r0 += w.opts.ChunkRows {
