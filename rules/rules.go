@@ -197,7 +197,7 @@ func New(store Storage, engine prompromql.QueryEngine, opts Options) (*Service, 
 			}
 		}
 	}
-	if err := s.apply(); err != nil {
+	if err := s.apply(nil, false); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -207,19 +207,38 @@ func New(store Storage, engine prompromql.QueryEngine, opts Options) (*Service, 
 // (naming the file, group and rule) the previous rules stay in effect, the
 // error is logged and tandem_rules_last_reload_successful drops to 0.
 func (s *Service) Reload() error {
-	err := s.apply()
+	err := s.apply(nil, false)
 	if err != nil {
 		s.logger.Error("reloading rule files failed; the previous rules stay in effect", "err", err)
 	}
 	return err
 }
 
-// apply loads the rule files and records the outcome in the metrics.
-func (s *Service) apply() error {
+// ReloadFiles replaces the rule file patterns (re-read from the
+// configuration file, say) and loads the files; on an error the previous
+// patterns and rules stay in effect, as with Reload.
+func (s *Service) ReloadFiles(patterns []string) error {
+	err := s.apply(patterns, true)
+	if err != nil {
+		s.logger.Error("reloading rule files failed; the previous rules stay in effect", "err", err)
+	}
+	return err
+}
+
+// apply loads the rule files (with replace, those of patterns) and records
+// the outcome in the metrics.
+func (s *Service) apply(patterns []string, replace bool) error {
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
 	start := time.Now()
+	old := s.opts.Files
+	if replace {
+		s.opts.Files = slices.Clone(patterns)
+	}
 	files, err := s.load()
+	if err != nil {
+		s.opts.Files = old
+	}
 	s.statusMu.Lock()
 	s.lastOK = err == nil
 	if err == nil {
@@ -350,14 +369,18 @@ func (s *Service) RegisterFeatures(c features.Collector) {
 
 // ReloadHandler serves POST and PUT /-/reload: 200 once the rule files are
 // reloaded, 500 with the error (the previous rules stay in effect) otherwise.
-func (s *Service) ReloadHandler() http.Handler {
+func (s *Service) ReloadHandler() http.Handler { return ReloadHandler(s.Reload) }
+
+// ReloadHandler serves POST and PUT /-/reload with reload: 200 on success,
+// 500 with the error otherwise, 405 for other methods.
+func ReloadHandler(reload func() error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost && r.Method != http.MethodPut {
 			w.Header().Set("Allow", "POST, PUT")
 			http.Error(w, "Only POST or PUT requests allowed", http.StatusMethodNotAllowed)
 			return
 		}
-		if err := s.Reload(); err != nil {
+		if err := reload(); err != nil {
 			http.Error(w, fmt.Sprintf("failed to reload rules: %s", err), http.StatusInternalServerError)
 		}
 	})

@@ -300,3 +300,41 @@ func countAlertsSeries(db *tsdb.DB) (int, error) {
 	}
 	return n, ss.Err()
 }
+
+// TestReloadFiles replaces the rule file patterns (as a re-read
+// configuration file does); a bad new list keeps the previous one.
+func TestReloadFiles(t *testing.T) {
+	dir := t.TempDir()
+	f1, f2, bad := filepath.Join(dir, "a.yml"), filepath.Join(dir, "b.yml"), filepath.Join(dir, "bad.yml")
+	writeFile(t, f1, goodRules)
+	writeFile(t, f2, strings.ReplaceAll(goodRules, "g1", "g2"))
+	writeFile(t, bad, "groups: [{name: x, rules: [{record: r, expr: 'sum('}]}]\n")
+	s, err := New(openDB(t), newEngine(), Options{Files: []string{f1}, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Replacing a group stops the old one, which needs the manager running.
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- s.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-ran
+	})
+	if err := s.ReloadFiles([]string{f2}); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(groupNames(s), ","); got != f2+":g2" {
+		t.Fatalf("after ReloadFiles: groups %s, want %s:g2", got, f2)
+	}
+	if err := s.ReloadFiles([]string{bad}); err == nil {
+		t.Fatal("ReloadFiles accepted a bad rule file")
+	}
+	// The previous patterns stay: a plain reload loads f2 again.
+	if err := s.Reload(); err != nil {
+		t.Fatalf("reload after a failed ReloadFiles: %v", err)
+	}
+	if got := strings.Join(groupNames(s), ","); got != f2+":g2" {
+		t.Fatalf("after a failed ReloadFiles: groups %s, want %s:g2", got, f2)
+	}
+}

@@ -42,6 +42,7 @@ var flagGroups = []struct{ name, title string }{
 	{"rules", "Recording and alerting rules"},
 	{"alertmanager", "Sending alerts to Alertmanager"},
 	{"log", "Logging"},
+	{"runtime", "Go runtime"},
 	{"version", "Version"},
 }
 
@@ -605,10 +606,11 @@ data, see the [quick start](quickstart.md).
   the file and the key, e.g.
   ` + "`tandem: tandem.yml: storage.retention.time: invalid duration \"abc\" (line 4)`" + `.
   All errors of the file are reported at once.
-- **Reloading**: ` + "`SIGHUP`" + ` and ` + "`POST /-/reload`" + ` reload the rule files
-  (the patterns of ` + "`rules.file`" + ` are resolved again, so a glob picks up new
-  files) but do not re-read the configuration file; changing any setting in
-  it, the list of ` + "`rules.file`" + ` included, takes a restart.
+- **Reloading**: ` + "`SIGHUP`" + ` and ` + "`POST /-/reload`" + ` read the configuration
+  file again and reload the rule files of its ` + "`rules.file`" + ` (flags still
+  override it; the patterns are resolved again, so a glob picks up new files).
+  A file that no longer parses fails the reload and the previous rules stay.
+  Every other setting takes a restart.
 
 ### Example
 

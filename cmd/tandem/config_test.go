@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -420,5 +421,70 @@ func TestConfigFileProcess(t *testing.T) {
 func TestFlagVersionIgnoresOtherSettings(t *testing.T) {
 	if c, err := parseFlags([]string{"--version", "--log.level=loud"}); err != nil || !c.showVersion {
 		t.Errorf("--version --log.level=loud: %v", err)
+	}
+}
+
+// TestConfigReloadRuleFiles changes rules.file in the configuration file of a
+// running tandem: POST /-/reload reads the file again and loads the new rules.
+func TestConfigReloadRuleFiles(t *testing.T) {
+	dir := t.TempDir()
+	for _, name := range []string{"a", "b"} {
+		rules := "groups:\n  - name: group_" + name + "\n    rules:\n      - record: r_" + name + "\n        expr: vector(1)\n"
+		if err := os.WriteFile(filepath.Join(dir, name+".yml"), []byte(rules), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := filepath.Join(dir, "tandem.yml")
+	write := func(rule string) {
+		t.Helper()
+		if err := os.WriteFile(cfg, []byte("rules:\n  file: ["+filepath.Join(dir, rule)+"]\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	groups := func(p *tandemProc) []string {
+		t.Helper()
+		var d struct {
+			Groups []struct {
+				Name string `json:"name"`
+			} `json:"groups"`
+		}
+		p.api(t, "/api/v1/rules", nil, false, &d)
+		var out []string
+		for _, g := range d.Groups {
+			out = append(out, g.Name)
+		}
+		return out
+	}
+	write("a.yml")
+	p := startTandem(t, filepath.Join(dir, "data"), "--config.file="+cfg)
+	if got := groups(p); len(got) != 1 || got[0] != "group_a" {
+		t.Fatalf("rule groups at start %v, want [group_a]", got)
+	}
+	write("b.yml")
+	resp, err := http.Post(p.url+"/-/reload", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST /-/reload: %s", resp.Status)
+	}
+	if got := groups(p); len(got) != 1 || got[0] != "group_b" {
+		t.Fatalf("rule groups after the reload %v, want [group_b]", got)
+	}
+	// A broken configuration file fails the reload and keeps the rules.
+	if err := os.WriteFile(cfg, []byte("rules: {file: 3}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	resp, err = http.Post(p.url+"/-/reload", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusInternalServerError {
+		t.Errorf("POST /-/reload with a broken configuration: %s, want 500", resp.Status)
+	}
+	if got := groups(p); len(got) != 1 || got[0] != "group_b" {
+		t.Errorf("rule groups after a failed reload %v, want [group_b]", got)
 	}
 }

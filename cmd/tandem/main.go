@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -74,6 +75,7 @@ type config struct {
 	maxQueries    int
 	logLevel      string
 	logFormat     string
+	gogc          int
 	showVersion   bool
 	externalURL   string
 	configFile    string
@@ -147,6 +149,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.IntVar(&c.maxSamples, "query.max-samples", 50_000_000, "Maximum samples a query may load into memory.")
 	fs.IntVar(&c.maxQueries, "query.max-concurrency", 20, "Maximum queries executed concurrently.")
 	fs.StringVar(&c.logLevel, "log.level", "info", "Log level: debug, info, warn, error.")
+	fs.IntVar(&c.gogc, "runtime.gogc", 50, "Go garbage collector target percentage (GOGC): lower keeps the heap closer to its live size at some CPU cost; the GOGC environment variable, when set, takes precedence; -1 disables the collector.")
 	fs.StringVar(&c.logFormat, "log.format", "text", "Log format: text or json.")
 	fs.BoolVar(&c.showVersion, "version", false, "Print the version and exit.")
 	fs.StringVar(&c.externalURL, "web.external-url", "", "URL under which tandem is reached, for alerts' generator URLs and rule templates (default http://<hostname>:<port>/).")
@@ -299,6 +302,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, "tandem:", err)
 		os.Exit(2)
 	}
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(c.gogc)
+	}
 	if err := runServer(c, logger); err != nil {
 		logger.Error("tandem stopped with an error", "err", err)
 		os.Exit(1)
@@ -427,13 +433,26 @@ func runServer(c *config, logger *slog.Logger) error {
 	mux.Handle("/api/v1/status/groups", instrument("groups", http.HandlerFunc(head.groupsHandler)))
 	// Rule reloads (POST/PUT /-/reload, SIGHUP) reach the rules once they are loaded.
 	var ruleSvc atomic.Pointer[rules.Service]
+	// reloadRules reloads the rule files; with --config.file it first reads
+	// the file again, so a changed rules.file list takes effect.
+	reloadRules := func(svc *rules.Service) error {
+		if c.configFile == "" {
+			return svc.Reload()
+		}
+		nc, err := parseFlags(os.Args[1:])
+		if err != nil {
+			logger.Error("reloading the configuration file failed; the previous rules stay in effect", "err", err)
+			return fmt.Errorf("reload configuration: %w", err)
+		}
+		return svc.ReloadFiles(nc.ruleFiles)
+	}
 	mux.Handle("/-/reload", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		svc := ruleSvc.Load()
 		if svc == nil {
 			http.Error(w, "tandem is not ready: replaying the WAL.", http.StatusServiceUnavailable)
 			return
 		}
-		svc.ReloadHandler().ServeHTTP(w, r)
+		rules.ReloadHandler(func() error { return reloadRules(svc) }).ServeHTTP(w, r)
 	}))
 	head.set(nil, apiHandler, apiHandler)
 
@@ -478,7 +497,7 @@ func runServer(c *config, logger *slog.Logger) error {
 						continue
 					}
 					logger.Info("SIGHUP: reloading rule files")
-					_ = svc.Reload() // logged and exported by the service
+					_ = reloadRules(svc) // logged and exported by the service
 				case <-done:
 					signal.Stop(hup)
 					return nil
