@@ -372,7 +372,11 @@ func (p *Peer) Persist(ctx context.Context) (int64, error) {
 		// force_merge starts merges in the background: wait for them, then
 		// until the size holds still.
 		var last int64 = -1
+		deadline := time.Now().Add(10 * time.Minute)
 		for stable := 0; stable < 3; {
+			if time.Now().After(deadline) {
+				return 0, fmt.Errorf("merges still running after 10 minutes")
+			}
 			time.Sleep(time.Second)
 			m, err := p.Metrics(ctx)
 			if err != nil {

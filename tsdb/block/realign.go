@@ -29,7 +29,13 @@ func realign(g *Group) *Group {
 	base, best := -1, 0
 	var fold []int
 	var rowOf map[int64]int32
+	var tried [][]int64
 	for _, cand := range order[:min(len(order), 4)] {
+		ts := g.Tables[cand].Timestamps
+		if slices.ContainsFunc(tried, func(t []int64) bool { return slices.Equal(t, ts) }) {
+			continue // same timestamps as a base already tried: same outcome
+		}
+		tried = append(tried, ts)
 		f, n, ro := planFold(g, cand)
 		if n > best {
 			base, best, fold, rowOf = cand, n, f, ro
