@@ -441,6 +441,12 @@ func (db *DB) Flush(all bool) error {
 		return err
 	}
 	if flushed || late {
+		// Groups whose data is all in blocks now and that stopped sending a
+		// block range ago leave the head (before the checkpoint, which then
+		// no longer names their series).
+		if g, s := db.head.GC(db.head.opts.Now() - rng); g > 0 {
+			db.logger.Info("removed idle groups from the head", "groups", g, "series", s)
+		}
 		if err := db.head.Checkpoint(db.head.minValid.Load()); err != nil {
 			return err
 		}

@@ -123,6 +123,12 @@ type Head struct {
 	groups  [stripes]groupStripe
 	index   *memIndex
 	nextRef atomic.Uint64
+	// nextGroupID numbers groups in creation order (counters.groups is a
+	// gauge: GC removes groups).
+	nextGroupID atomic.Uint64
+	// gcMu: appends hold it shared, GC exclusively, so no append holds a
+	// series that GC removes.
+	gcMu sync.RWMutex
 
 	minT, maxT atomic.Int64
 	// minValid is the end of the data already in blocks: older samples are refused.
@@ -358,7 +364,8 @@ func (h *Head) getOrCreateGroup(key string) *group {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	if g = gs.byKey[key]; g == nil {
-		g = newGroup(uint64(h.counters.groups.Add(1)), key)
+		g = newGroup(h.nextGroupID.Add(1), key)
+		h.counters.groups.Add(1)
 		g.inferStale = h.opts.InferStalenessRows
 		gs.byKey[key] = g
 	}
@@ -429,6 +436,8 @@ type commitState struct {
 // series it drops (an HA replica that is not elected).
 func (h *Head) AppendBatch(_ context.Context, b *Batch) (AppendResult, error) {
 	var res AppendResult
+	h.gcMu.RLock()
+	defer h.gcMu.RUnlock()
 	cs := h.commitPool.Get().(*commitState)
 	defer h.commitPool.Put(cs)
 	cs.commit.Reset()

@@ -48,6 +48,37 @@ func (ix *memIndex) add(ref uint64, lset labels.Labels) {
 	})
 }
 
+// remove drops ref, whose labels are lset, from the index.
+func (ix *memIndex) remove(ref uint64, lset labels.Labels) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	ix.all = removeSorted(ix.all, ref)
+	lset.Range(func(l labels.Label) {
+		vals := ix.postings[l.Name]
+		if vals == nil {
+			return
+		}
+		if list := removeSorted(vals[l.Value], ref); len(list) > 0 {
+			vals[l.Value] = list
+		} else {
+			delete(vals, l.Value)
+			if len(vals) == 0 {
+				delete(ix.postings, l.Name)
+			}
+		}
+	})
+}
+
+// removeSorted removes ref from a sorted list, in place: lists handed to
+// queriers are copies or were cut before (postingsFor returns new slices).
+func removeSorted(list []uint64, ref uint64) []uint64 {
+	i, ok := slices.BinarySearch(list, ref)
+	if !ok {
+		return list
+	}
+	return slices.Delete(list, i, i+1)
+}
+
 // numSeries returns the number of indexed series.
 func (ix *memIndex) numSeries() int {
 	ix.mu.RLock()

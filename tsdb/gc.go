@@ -1,0 +1,105 @@
+package tsdb
+
+// empty reports whether the table holds nothing: no chunks, no rows being
+// built or open.
+func (tb *table) empty() bool {
+	return len(tb.chunks) == 0 && (tb.building == nil || tb.building.rows == 0) && len(tb.open) == 0
+}
+
+// idleEmpty reports whether g holds nothing in the head and has not been
+// written since idleBefore (wall clock, ms). Called with g.mu held.
+func (g *group) idleEmpty(idleBefore int64) bool {
+	if g.lastAppend >= idleBefore || !g.aligned.empty() {
+		return false
+	}
+	for _, s := range g.members {
+		if (s.own != nil && !s.own.empty()) || len(s.late) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// GC removes the groups that hold nothing in the head any more and were not
+// written since idleBefore (wall clock, ms), with their series: a target
+// that stopped sending, whose data is all in blocks. Without it, series
+// churn (pods coming and going) would grow the head for ever. A target that
+// comes back gets new series. Appends wait meanwhile (gcMu), so none holds
+// a series being removed; a request that resolved a removed series before
+// the GC fails with a server error and is retried by its sender. It returns
+// the number of groups and series removed.
+func (h *Head) GC(idleBefore int64) (groups, series int) {
+	h.gcMu.Lock()
+	defer h.gcMu.Unlock()
+	removed := map[*memSeries]bool{}
+	for i := range h.groups {
+		gs := &h.groups[i]
+		gs.mu.Lock()
+		for key, g := range gs.byKey {
+			g.mu.Lock()
+			ok := g.idleEmpty(idleBefore) && !h.exemplars.holdsAny(g.members)
+			if ok {
+				delete(gs.byKey, key)
+				for _, s := range g.members {
+					removed[s] = true
+				}
+				h.counters.unaligned.Add(-int64(g.nUnaligned))
+				h.counters.groups.Add(-1)
+				groups++
+			}
+			g.mu.Unlock()
+		}
+		gs.mu.Unlock()
+	}
+	if len(removed) == 0 {
+		return 0, 0
+	}
+	for s := range removed {
+		hash := s.lset.Hash()
+		st := &h.series[hash%stripes]
+		st.mu.Lock()
+		list := st.byHash[hash]
+		for j, o := range list {
+			if o == s {
+				list = append(list[:j:j], list[j+1:]...)
+				break
+			}
+		}
+		if len(list) == 0 {
+			delete(st.byHash, hash)
+		} else {
+			st.byHash[hash] = list
+		}
+		st.mu.Unlock()
+		rs := &h.refs[s.ref%stripes]
+		rs.mu.Lock()
+		delete(rs.byRef, s.ref)
+		rs.mu.Unlock()
+		h.index.remove(s.ref, s.lset)
+		h.counters.series.Add(-1)
+		series++
+	}
+	for i := range h.raw {
+		rs := &h.raw[i]
+		rs.mu.Lock()
+		for hash, s := range rs.byRef {
+			if removed[s] {
+				delete(rs.byRef, hash)
+			}
+		}
+		rs.mu.Unlock()
+	}
+	return groups, series
+}
+
+// holdsAny reports whether the ring holds an exemplar of any of ss.
+func (x *exemplarStore) holdsAny(ss []*memSeries) bool {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	for _, s := range ss {
+		if _, ok := x.last[s]; ok {
+			return true
+		}
+	}
+	return false
+}

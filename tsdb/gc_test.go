@@ -1,0 +1,122 @@
+package tsdb
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+)
+
+// TestDBGCRemovesIdleGroups: a target stops sending; once its data is in
+// blocks and it has been idle a block range, a flush removes its group and
+// series from the head (series churn does not grow the head), its data stays
+// queryable from blocks, a restart does not bring the series back, and the
+// target may return with new series.
+func TestDBGCRemovesIdleGroups(t *testing.T) {
+	const hour = int64(3600000)
+	var now int64
+	dir := t.TempDir()
+	open := func() *DB {
+		return openDB(t, dir, func(o *DBOptions) {
+			o.Head.BlockRange = time.Hour
+			o.Head.Now = func() int64 { return now }
+		})
+	}
+	db := open()
+	want := model{}
+	gone := []labels.Labels{series("m", "job", "j", "instance", "gone", "k", "a"), series("m", "job", "j", "instance", "gone", "k", "b")}
+	stays := series("m", "job", "j", "instance", "stays")
+	appendAt := func(ts int64, ls ...labels.Labels) {
+		t.Helper()
+		now = ts
+		var b Batch
+		for _, l := range ls {
+			b.Series = append(b.Series, BatchSeries{Labels: l, Samples: []Sample{{T: ts, V: float64(ts)}}})
+			want.add(l, ts, float64(ts))
+		}
+		if res, err := db.AppendBatch(context.Background(), &b); err != nil || res.Err() != nil {
+			t.Fatal(err, res.Err())
+		}
+	}
+	for ts := int64(0); ts < 2*hour; ts += 15000 {
+		appendAt(ts, append([]labels.Labels{stays}, gone...)...)
+	}
+	for ts := 2 * hour; ts < 5*hour; ts += 15000 {
+		appendAt(ts, stays)
+	}
+	if err := db.Flush(false); err != nil {
+		t.Fatal(err)
+	}
+	h := db.Head()
+	if got := h.counters.series.Load(); got != 1 {
+		t.Fatalf("%d series in the head after the flush, want 1 (the idle target's 2 removed)", got)
+	}
+	if got := h.counters.groups.Load(); got != 1 {
+		t.Fatalf("%d groups in the head, want 1", got)
+	}
+	if n := h.index.numSeries(); n != 1 {
+		t.Fatalf("head index holds %d series, want 1", n)
+	}
+	compareModels(t, want, dbAll(t, db))
+
+	// A restart does not bring the removed series back.
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db = open()
+	h = db.Head()
+	if got := h.counters.series.Load(); got != 1 {
+		t.Fatalf("%d series in the head after a restart, want 1", got)
+	}
+	compareModels(t, want, dbAll(t, db))
+
+	// The target returns: new series, old data from blocks, new from the head.
+	for ts := 5 * hour; ts < 5*hour+10*15000; ts += 15000 {
+		appendAt(ts, append([]labels.Labels{stays}, gone...)...)
+	}
+	if got := h.counters.series.Load(); got != 3 {
+		t.Fatalf("%d series after the target returned, want 3", got)
+	}
+	compareModels(t, want, dbAll(t, db))
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db = open()
+	defer db.Close()
+	compareModels(t, want, dbAll(t, db))
+}
+
+// TestDBGCKeepsActiveGroups: a group with data in the head, or written
+// recently, stays.
+func TestDBGCKeepsActiveGroups(t *testing.T) {
+	const hour = int64(3600000)
+	var now int64
+	db := openDB(t, t.TempDir(), func(o *DBOptions) {
+		o.Head.BlockRange = time.Hour
+		o.Head.Now = func() int64 { return now }
+	})
+	defer db.Close()
+	a := series("m", "instance", "a")
+	for ts := int64(0); ts < 3*hour; ts += 15000 {
+		now = ts
+		if _, err := db.AppendBatch(context.Background(), &Batch{Series: []BatchSeries{{Labels: a, Samples: []Sample{{T: ts, V: 1}}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Flush(false); err != nil {
+		t.Fatal(err)
+	}
+	if g, s := db.Head().GC(now - hour); g != 0 || s != 0 {
+		t.Fatalf("GC removed %d groups, %d series with data in the head", g, s)
+	}
+	if err := db.Flush(true); err != nil { // everything to blocks: the head is empty
+		t.Fatal(err)
+	}
+	if got := db.Head().counters.series.Load(); got != 1 {
+		t.Fatalf("a group written a moment ago was removed (%d series left)", got)
+	}
+	if g, s := db.Head().GC(now + 1); g != 1 || s != 1 {
+		t.Fatalf("GC of an empty, idle group removed %d groups, %d series; want 1, 1", g, s)
+	}
+}
