@@ -102,3 +102,76 @@ func TestKnownSeriesFastPath(t *testing.T) {
 		t.Fatal("resolved despite a label mismatch")
 	}
 }
+
+// gcBeforeAppend is the real DB with GC of every idle group run between a
+// request's decoding and its append, once armed: the race in which a series
+// resolved from the decoder's cache has just left the head.
+type gcBeforeAppend struct {
+	*tsdb.DB
+	armed bool
+}
+
+func (g *gcBeforeAppend) AppendBatch(ctx context.Context, b *tsdb.Batch) (tsdb.AppendResult, error) {
+	if g.armed {
+		g.armed = false
+		if err := g.DB.Flush(true); err != nil {
+			return tsdb.AppendResult{}, err
+		}
+		if groups, _ := g.DB.Head().GC(math.MaxInt64); groups == 0 {
+			panic("GC removed nothing: the test no longer exercises the race")
+		}
+	}
+	return g.DB.AppendBatch(ctx, b)
+}
+
+// TestSeriesGoneBetweenDecodeAndAppend: the request still succeeds, its
+// series are created again by labels, and no sample is lost.
+func TestSeriesGoneBetweenDecodeAndAppend(t *testing.T) {
+	opts := tsdb.DBOptions{Head: tsdb.DefaultOptions()}
+	opts.Head.WALSyncInterval = 0
+	opts.Head.Now = func() int64 { return 1 << 50 }
+	db, err := tsdb.OpenDB(t.TempDir(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	app := &gcBeforeAppend{DB: db}
+	srv := testServer(t, app, DefaultLimits(), nil)
+	send := func(ts int64) {
+		t.Helper()
+		req := &prompb.WriteRequest{}
+		for i, n := range []string{"a", "b"} {
+			req.Timeseries = append(req.Timeseries, v1Series([]string{"__name__", n, "instance", "x", "job", "j"}, prompb.Sample{Timestamp: ts, Value: float64(i)}))
+		}
+		expectStatus(t, postV1(t, srv.URL, req), http.StatusNoContent)
+	}
+	send(1000)
+	app.armed = true
+	const later = 3 * 3600 * 1000 // a block range after the flushed one
+	send(later)
+	if app.armed {
+		t.Fatal("the second request did not reach the appender")
+	}
+	q, err := db.Querier(math.MinInt64, math.MaxInt64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	ss := q.Select(context.Background(), true, nil, labels.MustNewMatcher(labels.MatchEqual, "job", "j"))
+	n := 0
+	for ss.Next() {
+		var ts []int64
+		it := ss.At().Iterator(nil)
+		for it.Next() == chunkenc.ValFloat {
+			t, _ := it.At()
+			ts = append(ts, t)
+		}
+		if len(ts) != 2 || ts[0] != 1000 || ts[1] != later {
+			t.Errorf("%s: timestamps %v, want [1000 %d]", ss.At().Labels(), ts, later)
+		}
+		n++
+	}
+	if n != 2 {
+		t.Fatalf("%d series, want 2", n)
+	}
+}

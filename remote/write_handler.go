@@ -241,6 +241,20 @@ func (h *writeHandler) handle(r *http.Request) response {
 	var res tsdb.AppendResult
 	if len(batch.Series) > 0 || len(batch.Metadata) > 0 {
 		res, err = h.app.AppendBatch(r.Context(), batch)
+		if errors.Is(err, tsdb.ErrSeriesGone) {
+			// A series resolved from the decoder's cache left the head
+			// meanwhile (GC of an idle target): nothing was stored; decode
+			// again, now by labels, and store once more.
+			if ver == protoV2 {
+				batch, err = d.decodeV2(raw)
+			} else {
+				batch, err = d.decodeV1(raw)
+			}
+			if err != nil {
+				return resp.failErr(err)
+			}
+			res, err = h.app.AppendBatch(r.Context(), batch)
+		}
 		if err != nil {
 			resp.samples = res.SamplesWritten
 			return resp.fail(http.StatusInternalServerError, fmt.Sprintf("storing the request failed, retry later: %v", err))

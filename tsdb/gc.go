@@ -1,5 +1,12 @@
 package tsdb
 
+import "errors"
+
+// ErrSeriesGone is returned by AppendBatch, before it changed anything, for
+// a series given by reference that GC removed meanwhile: decode the request
+// again by labels and retry.
+var ErrSeriesGone = errors.New("series no longer in the head")
+
 // empty reports whether the table holds nothing: no chunks, no rows being
 // built or open.
 func (tb *table) empty() bool {

@@ -452,7 +452,7 @@ func (h *Head) AppendBatch(_ context.Context, b *Batch) (AppendResult, error) {
 		case len(bs.Samples) == 0 && len(bs.Exemplars) == 0:
 		case bs.Ref != 0:
 			if s = h.seriesByRef(bs.Ref); s == nil {
-				return res, fmt.Errorf("series %d is no longer in the head", bs.Ref)
+				return res, fmt.Errorf("series %d: %w", bs.Ref, ErrSeriesGone)
 			}
 			cs.order = append(cs.order, i)
 		default:
