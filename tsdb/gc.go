@@ -84,6 +84,7 @@ func (h *Head) GC(idleBefore int64) (groups, series int) {
 		rs.mu.Unlock()
 		h.index.remove(s.ref, s.lset)
 		h.counters.series.Add(-1)
+		h.counters.gcSeries.Add(1)
 		series++
 	}
 	for i := range h.raw {

@@ -58,6 +58,9 @@ func TestDBGCRemovesIdleGroups(t *testing.T) {
 	if n := h.index.numSeries(); n != 1 {
 		t.Fatalf("head index holds %d series, want 1", n)
 	}
+	if n := h.counters.gcSeries.Load(); n != 2 {
+		t.Fatalf("tandem_head_series_removed_total = %d, want 2", n)
+	}
 	compareModels(t, want, dbAll(t, db))
 
 	// A restart does not bring the removed series back.

@@ -152,6 +152,7 @@ type headCounters struct {
 	late                      atomic.Int64 // samples accepted out of order
 	haDeduped                 atomic.Int64 // samples of an HA replica that was not elected
 	inferredStale             atomic.Int64 // staleness markers written by inference
+	gcSeries                  atomic.Int64 // series removed from the head by GC
 }
 
 // Open creates or opens the head in dir, replaying its WAL.
