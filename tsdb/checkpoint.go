@@ -131,7 +131,7 @@ func (h *Head) writeCheckpoint(cw *wal.WAL, mint int64) error {
 			return
 		}
 		g.mu.Lock()
-		members := slices.Clone(g.members)
+		members := slices.DeleteFunc(slices.Clone(g.members), func(s *memSeries) bool { return s == nil })
 		data := make([]*seriesData, len(members))
 		for i, s := range members {
 			data[i] = g.snapshot(s, mint, maxTime)

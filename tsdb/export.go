@@ -142,6 +142,9 @@ func (h *Head) export(mint, maxt int64, seal bool, exported *[]lateSeries, fn fu
 		members := make([]*memSeries, len(g.members))
 		copy(members, g.members)
 		for i, s := range members {
+			if s == nil {
+				continue // a removed member's free column
+			}
 			od := ownData{member: i}
 			if s.own != nil {
 				od.d = s.own.capture(mint, maxt)
@@ -227,6 +230,9 @@ func (h *Head) captureLate(before int64) []lateSeries {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		for _, s := range g.members {
+			if s == nil {
+				continue
+			}
 			var ls []Sample
 			for _, l := range s.late {
 				if l.T >= before {

@@ -20,18 +20,28 @@ func (g *group) idleEmpty(idleBefore int64) bool {
 		return false
 	}
 	for _, s := range g.members {
-		if (s.own != nil && !s.own.empty()) || len(s.late) > 0 {
+		if s != nil && !s.nothingInHead() {
 			return false
 		}
 	}
 	return true
 }
 
+// nothingInHead reports whether none of s's samples is in the head's own
+// table or late list (its shared-table samples are checked separately).
+// Called with the group's lock held.
+func (s *memSeries) nothingInHead() bool {
+	return (s.own == nil || s.own.empty()) && len(s.late) == 0
+}
+
 // GC removes the groups that hold nothing in the head any more and were not
 // written since idleBefore (wall clock, ms), with their series: a target
-// that stopped sending, whose data is all in blocks. Without it, series
-// churn (pods coming and going) would grow the head for ever. A target that
-// comes back gets new series. Appends wait meanwhile (gcMu), so none holds
+// that stopped sending, whose data is all in blocks. In the groups that
+// stay it removes the series whose samples are all in blocks and that their
+// group has gone on without for a block range (a series that disappeared
+// from a target); their columns are reused. Without it, series churn (pods
+// coming and going, label values changing) would grow the head for ever. A
+// target or series that comes back gets new series. Appends wait meanwhile (gcMu), so none holds
 // a series being removed; a request that resolved a removed series before
 // the GC fails with a server error and is retried by its sender. It returns
 // the number of groups and series removed.
@@ -39,6 +49,8 @@ func (h *Head) GC(idleBefore int64) (groups, series int) {
 	h.gcMu.Lock()
 	defer h.gcMu.Unlock()
 	removed := map[*memSeries]bool{}
+	minValid := h.minValid.Load()
+	rng := h.opts.BlockRange.Milliseconds()
 	for i := range h.groups {
 		gs := &h.groups[i]
 		gs.mu.Lock()
@@ -48,11 +60,25 @@ func (h *Head) GC(idleBefore int64) (groups, series int) {
 			if ok {
 				delete(gs.byKey, key)
 				for _, s := range g.members {
-					removed[s] = true
+					if s != nil {
+						s.removed = true
+						removed[s] = true
+					}
 				}
 				h.counters.unaligned.Add(-int64(g.nUnaligned))
 				h.counters.groups.Add(-1)
 				groups++
+			} else if rng > 0 {
+				for _, s := range g.members {
+					// All its samples are before the flushed boundary (so none
+					// is in the shared table's head chunks or rows), and the
+					// group went on without it for a block range.
+					if s != nil && s.lastT < minValid && s.lastT < g.maxT-rng && s.nothingInHead() &&
+						!h.exemplars.holdsAny([]*memSeries{s}) {
+						g.removeMember(s, &h.counters)
+						removed[s] = true
+					}
+				}
 			}
 			g.mu.Unlock()
 		}

@@ -123,3 +123,77 @@ func TestDBGCKeepsActiveGroups(t *testing.T) {
 		t.Fatalf("GC of an empty, idle group removed %d groups, %d series; want 1, 1", g, s)
 	}
 }
+
+// TestDBGCRemovesIdleMembers: a series disappears from a target that goes
+// on sending; once its samples are in blocks and the group went on without
+// it for a block range, it leaves the head; a new series of the target
+// takes its column; every series reads back exactly, before and after a
+// restart.
+func TestDBGCRemovesIdleMembers(t *testing.T) {
+	const hour = int64(3600000)
+	var now int64
+	dir := t.TempDir()
+	open := func() *DB {
+		return openDB(t, dir, func(o *DBOptions) {
+			o.Head.BlockRange = time.Hour
+			o.Head.Now = func() int64 { return now }
+		})
+	}
+	db := open()
+	want := model{}
+	a := series("m", "job", "j", "instance", "i", "k", "a")
+	b := series("m", "job", "j", "instance", "i", "k", "b")
+	c := series("m", "job", "j", "instance", "i", "k", "c")
+	appendAt := func(ts int64, ls ...labels.Labels) {
+		t.Helper()
+		now = ts
+		var bt Batch
+		for i, l := range ls {
+			v := float64(ts) + float64(i)
+			bt.Series = append(bt.Series, BatchSeries{Labels: l, Samples: []Sample{{T: ts, V: v}}})
+			want.add(l, ts, v)
+		}
+		if res, err := db.AppendBatch(context.Background(), &bt); err != nil || res.Err() != nil {
+			t.Fatal(err, res.Err())
+		}
+	}
+	for ts := int64(0); ts < hour; ts += 15000 {
+		appendAt(ts, a, b)
+	}
+	for ts := hour; ts < 4*hour; ts += 15000 {
+		appendAt(ts, a)
+	}
+	if err := db.Flush(false); err != nil {
+		t.Fatal(err)
+	}
+	h := db.Head()
+	if got := h.counters.series.Load(); got != 1 {
+		t.Fatalf("%d series in the head, want 1 (b removed)", got)
+	}
+	if got := h.counters.groups.Load(); got != 1 {
+		t.Fatalf("%d groups, want 1", got)
+	}
+	compareModels(t, want, dbAll(t, db))
+	// c joins and takes b's column; a goes on.
+	for ts := 4 * hour; ts < 4*hour+20*15000; ts += 15000 {
+		appendAt(ts, a, c)
+	}
+	var g *group
+	h.forEachGroup(func(x *group) { g = x })
+	g.mu.Lock()
+	cols, free := len(g.members), len(g.free)
+	g.mu.Unlock()
+	if cols != 2 || free != 0 {
+		t.Errorf("group has %d columns (%d free), want 2 (c reused b's)", cols, free)
+	}
+	compareModels(t, want, dbAll(t, db))
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db = open()
+	defer db.Close()
+	compareModels(t, want, dbAll(t, db))
+	if got := db.Head().counters.series.Load(); got != 2 {
+		t.Errorf("%d series after a restart, want 2", got)
+	}
+}

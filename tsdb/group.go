@@ -40,6 +40,8 @@ type memSeries struct {
 	// row (older than the open window or the head, or logged to the WAL in
 	// another order than applied). Sorted; merged into every read.
 	late []Sample
+	// removed is set when GC took the series out of the head (guarded by g.mu).
+	removed bool
 }
 
 // group is a set of series sampled together (one scrape target). Its aligned
@@ -52,6 +54,7 @@ type group struct {
 	aligned    *table
 	members    []*memSeries
 	nUnaligned int
+	free       []int // columns of removed members (nil in members), reused first
 	lastAppend int64 // wall clock (ms) of the last batch that touched the group
 	maxT       int64 // newest timestamp any member wrote; the out-of-order window trails it
 	inferStale int   // rows a member may miss before it is marked stale; 0 = off
@@ -68,14 +71,36 @@ func newGroup(id uint64, key string) *group {
 	return &group{id: id, key: key, aligned: newTable(0), maxT: math.MinInt64}
 }
 
-// addMember gives s a column in the group; called with g.mu held.
+// addMember gives s a column in the group, a removed member's if there is
+// one; called with g.mu held.
 func (g *group) addMember(s *memSeries) {
 	s.g = g
-	s.col = len(g.members)
 	s.minT, s.lastT = math.MaxInt64, math.MinInt64
+	if n := len(g.free); n > 0 {
+		s.col = g.free[n-1]
+		g.free = g.free[:n-1]
+		g.members[s.col] = s
+		return
+	}
+	s.col = len(g.members)
 	g.members = append(g.members, s)
 	g.aligned.ncols = len(g.members)
 }
+
+// removeMember frees s's column, which holds nothing in the head any more
+// (the caller checked); called with g.mu held.
+func (g *group) removeMember(s *memSeries, stats *headCounters) {
+	s.removed = true
+	g.members[s.col] = nil
+	g.free = append(g.free, s.col)
+	if s.unaligned {
+		g.nUnaligned--
+		stats.unaligned.Add(-1)
+	}
+}
+
+// numMembers is the number of the group's series.
+func (g *group) numMembers() int { return len(g.members) - len(g.free) }
 
 // errDupSame marks a re-sent identical sample: accepted, nothing to write.
 var errDupSame = errDupSameT{}
@@ -204,6 +229,9 @@ func (g *group) onSeal(r *row, prevHas func(int) bool, stats *headCounters) {
 		return
 	}
 	s := g.members[c]
+	if s == nil {
+		return
+	}
 	s.solo++
 	if s.solo >= soloRowsToUnalign {
 		g.unalign(s, stats)
@@ -217,7 +245,7 @@ func (g *group) onSeal(r *row, prevHas func(int) bool, stats *headCounters) {
 // in the last of them. Called with g.mu held, before r is encoded.
 func (g *group) inferStaleness(r *row, stats *headCounters) {
 	for c, s := range g.members {
-		if s.unaligned || s.lastT == math.MinInt64 || s.missed < 0 && !r.has(c) {
+		if s == nil || s.unaligned || s.lastT == math.MinInt64 || s.missed < 0 && !r.has(c) {
 			continue
 		}
 		if r.has(c) || s.lastT >= r.t {
@@ -278,6 +306,9 @@ func (g *group) lookup(s *memSeries, t int64) (float64, bool) {
 // held. Frozen chunks are shared; the chunk being built and open rows are copied.
 func (g *group) snapshot(s *memSeries, mint, maxt int64) *seriesData {
 	d := &seriesData{mint: mint, maxt: maxt}
+	if s.removed {
+		return d // GC removed it; its column may belong to another series now
+	}
 	newest := s.lastT
 	if n := len(s.late); n > 0 && s.late[n-1].T > newest {
 		newest = s.late[n-1].T // late samples newer than its in-order ones

@@ -36,7 +36,7 @@ func (h *Head) GroupStats(limit int) GroupStats {
 	var st GroupStats
 	h.forEachGroup(func(g *group) {
 		g.mu.Lock()
-		gs := GroupStat{Key: g.key, Members: len(g.members), Unaligned: g.nUnaligned, OpenRows: len(g.aligned.open), MaxTime: g.maxT}
+		gs := GroupStat{Key: g.key, Members: g.numMembers(), Unaligned: g.nUnaligned, OpenRows: len(g.aligned.open), MaxTime: g.maxT}
 		gs.Aligned = gs.Members - gs.Unaligned
 		add := func(tb *table) {
 			gs.Chunks += len(tb.chunks)
@@ -46,7 +46,7 @@ func (h *Head) GroupStats(limit int) GroupStats {
 		}
 		add(g.aligned)
 		for _, s := range g.members {
-			if s.own != nil {
+			if s != nil && s.own != nil {
 				add(s.own)
 			}
 		}

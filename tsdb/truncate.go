@@ -26,6 +26,9 @@ func (h *Head) Truncate(mint int64) {
 		defer g.mu.Unlock()
 		g.aligned.dropBefore(mint)
 		for _, s := range g.members {
+			if s == nil {
+				continue
+			}
 			if s.own != nil {
 				s.own.dropBefore(mint)
 			}
