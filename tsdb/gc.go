@@ -50,13 +50,14 @@ func (h *Head) GC(idleBefore int64) (groups, series int) {
 	defer h.gcMu.Unlock()
 	removed := map[*memSeries]bool{}
 	minValid := h.minValid.Load()
+	exemplars := h.exemplars.inRing()
 	rng := h.opts.BlockRange.Milliseconds()
 	for i := range h.groups {
 		gs := &h.groups[i]
 		gs.mu.Lock()
 		for key, g := range gs.byKey {
 			g.mu.Lock()
-			ok := g.idleEmpty(idleBefore) && !h.exemplars.holdsAny(g.members)
+			ok := g.idleEmpty(idleBefore) && !holdsAny(exemplars, g.members)
 			if ok {
 				delete(gs.byKey, key)
 				for _, s := range g.members {
@@ -74,7 +75,7 @@ func (h *Head) GC(idleBefore int64) (groups, series int) {
 					// is in the shared table's head chunks or rows), and the
 					// group went on without it for a block range.
 					if s != nil && s.lastT < minValid && s.lastT < g.maxT-rng && s.nothingInHead() &&
-						!h.exemplars.holdsAny([]*memSeries{s}) {
+						!exemplars[s] {
 						g.removeMember(s, &h.counters)
 						removed[s] = true
 					}
@@ -87,6 +88,7 @@ func (h *Head) GC(idleBefore int64) (groups, series int) {
 	if len(removed) == 0 {
 		return 0, 0
 	}
+	h.exemplars.forget(removed)
 	for s := range removed {
 		hash := s.lset.Hash()
 		st := &h.series[hash%stripes]
@@ -126,12 +128,32 @@ func (h *Head) GC(idleBefore int64) (groups, series int) {
 	return groups, series
 }
 
-// holdsAny reports whether the ring holds an exemplar of any of ss.
-func (x *exemplarStore) holdsAny(ss []*memSeries) bool {
+// inRing returns the series with an exemplar in the ring (not yet in a block).
+func (x *exemplarStore) inRing() map[*memSeries]bool {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
+	out := map[*memSeries]bool{}
+	for _, en := range x.ring {
+		if en.s != nil {
+			out[en.s] = true
+		}
+	}
+	return out
+}
+
+// forget drops what the store remembers of removed series.
+func (x *exemplarStore) forget(removed map[*memSeries]bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for s := range removed {
+		delete(x.last, s)
+	}
+}
+
+// holdsAny reports whether any of ss is in inRing.
+func holdsAny(inRing map[*memSeries]bool, ss []*memSeries) bool {
 	for _, s := range ss {
-		if _, ok := x.last[s]; ok {
+		if s != nil && inRing[s] {
 			return true
 		}
 	}

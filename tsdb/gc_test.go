@@ -197,3 +197,49 @@ func TestDBGCRemovesIdleMembers(t *testing.T) {
 		t.Errorf("%d series after a restart, want 2", got)
 	}
 }
+
+// TestDBGCSeriesWithExemplars: a series whose exemplars went to a block with
+// its samples is collected like any other, and its exemplars stay queryable.
+func TestDBGCSeriesWithExemplars(t *testing.T) {
+	const hour = int64(3600000)
+	var now int64
+	db := openDB(t, t.TempDir(), func(o *DBOptions) {
+		o.Head.BlockRange = time.Hour
+		o.Head.Now = func() int64 { return now }
+	})
+	defer db.Close()
+	gone := series("m_bucket", "instance", "gone", "le", "1")
+	stays := series("m_bucket", "instance", "stays", "le", "1")
+	ex := Exemplar{Labels: labels.FromStrings("trace_id", "abc"), T: 60000, V: 0.5}
+	for ts := int64(0); ts < 5*hour; ts += 15000 {
+		now = ts
+		b := Batch{Series: []BatchSeries{{Labels: stays, Samples: []Sample{{T: ts, V: 1}}}}}
+		if ts < hour {
+			bs := BatchSeries{Labels: gone, Samples: []Sample{{T: ts, V: 1}}}
+			if ts == ex.T {
+				bs.Exemplars = []Exemplar{ex}
+			}
+			b.Series = append(b.Series, bs)
+		}
+		if res, err := db.AppendBatch(context.Background(), &b); err != nil || res.Err() != nil {
+			t.Fatal(err, res.Err())
+		}
+	}
+	if err := db.Flush(false); err != nil {
+		t.Fatal(err)
+	}
+	if got := db.Head().counters.series.Load(); got != 1 {
+		t.Fatalf("%d series in the head, want 1: the series with a flushed exemplar was kept", got)
+	}
+	eq, err := db.ExemplarQuerier(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := eq.Select(0, 5*hour, []*labels.Matcher{labels.MustNewMatcher(labels.MatchEqual, "instance", "gone")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 1 || len(res[0].Exemplars) != 1 || res[0].Exemplars[0].Ts != ex.T || !labels.Equal(res[0].Exemplars[0].Labels, ex.Labels) {
+		t.Fatalf("exemplars of the collected series: %+v", res)
+	}
+}
