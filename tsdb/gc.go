@@ -1,6 +1,9 @@
 package tsdb
 
-import "errors"
+import (
+	"errors"
+	"math"
+)
 
 // ErrSeriesGone is returned by AppendBatch, before it changed anything, for
 // a series given by reference that GC removed meanwhile: decode the request
@@ -41,10 +44,12 @@ func (s *memSeries) nothingInHead() bool {
 // group has gone on without for a block range (a series that disappeared
 // from a target); their columns are reused. Without it, series churn (pods
 // coming and going, label values changing) would grow the head for ever. A
-// target or series that comes back gets new series. Appends wait meanwhile (gcMu), so none holds
-// a series being removed; a request that resolved a removed series before
-// the GC fails with a server error and is retried by its sender. It returns
-// the number of groups and series removed.
+// target or series that comes back gets new series. Appends wait meanwhile
+// (gcMu), so none holds a series being removed; a request that resolved a
+// series by reference before the GC gets ErrSeriesGone from AppendBatch
+// (the write handler decodes it again by labels), and a query that found it
+// before reads it as empty. It returns the number of groups and series
+// removed.
 func (h *Head) GC(idleBefore int64) (groups, series int) {
 	h.gcMu.Lock()
 	defer h.gcMu.Unlock()
@@ -74,8 +79,8 @@ func (h *Head) GC(idleBefore int64) (groups, series int) {
 					// All its samples are before the flushed boundary (so none
 					// is in the shared table's head chunks or rows), and the
 					// group went on without it for a block range.
-					if s != nil && s.lastT < minValid && s.lastT < g.maxT-rng && s.nothingInHead() &&
-						!exemplars[s] {
+					if s != nil && s.lastT < minValid && g.maxT > math.MinInt64+rng && s.lastT < g.maxT-rng &&
+						s.nothingInHead() && !exemplars[s] {
 						g.removeMember(s, &h.counters)
 						removed[s] = true
 					}
