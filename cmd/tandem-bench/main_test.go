@@ -1,0 +1,62 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/tandem-tsdb/tandem/bench"
+)
+
+// TestHarnessAgainstTandem runs the harness end to end against a real tandem
+// process on a tiny workload: every phase must produce plausible numbers and
+// every query an answer. (The peers are measured by make bench, not here.)
+func TestHarnessAgainstTandem(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "tandem")
+	build := exec.Command("go", "build", "-o", bin, "../tandem")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build tandem: %v\n%s", err, out)
+	}
+	out := filepath.Join(dir, "report.json")
+	md := filepath.Join(dir, "report.md")
+	err := run([]string{"-peers", "tandem", "-tandem", bin, "-targets", "2", "-hours", "0.25", "-reps", "2",
+		"-workdir", filepath.Join(dir, "work"), "-json", out, "-md", md, "-profile-dir", dir, "-profile-seconds", "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep bench.Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Results) != 1 {
+		t.Fatalf("%d results, want 1", len(rep.Results))
+	}
+	r := rep.Results[0]
+	if r.Samples != rep.Samples || r.Samples == 0 || r.SamplesPerSec <= 0 || r.CPUSeconds <= 0 ||
+		r.PeakRSSBytes <= 0 || r.DiskBytes <= 0 || r.BytesPerSample <= 0 || r.BytesPerSample > 16 {
+		t.Errorf("implausible result %+v", r)
+	}
+	if len(r.Queries) != 9 {
+		t.Fatalf("%d queries, want 9", len(r.Queries))
+	}
+	for _, q := range r.Queries {
+		if q.Error != "" || len(q.Runs) != 2 {
+			t.Errorf("query %s: %d runs, error %q", q.Name, len(q.Runs), q.Error)
+		}
+	}
+	for _, f := range []string{"tandem-ingest.cpu.pprof", "tandem-heap.pprof", "tandem-query.cpu.pprof"} {
+		if fi, err := os.Stat(filepath.Join(dir, f)); err != nil || fi.Size() == 0 {
+			t.Errorf("profile %s: %v", f, err)
+		}
+	}
+	if fi, err := os.Stat(md); err != nil || fi.Size() == 0 {
+		t.Errorf("markdown report: %v", err)
+	}
+}
