@@ -109,6 +109,14 @@ func FuzzDecodeV1(f *testing.F) {
 		Timeseries: []prompb.TimeSeries{s, h, bad},
 		Metadata:   []prompb.MetricMetadata{{Type: prompb.MetricMetadata_COUNTER, MetricFamilyName: "up", Help: "h", Unit: "u"}},
 	}))
+	// Around the decoder's fast paths: 127- and 128-byte values, an empty
+	// value, value 0 and timestamp 0 (omitted fields), a negative timestamp.
+	long := func(n int) string { return strings.Repeat("x", n) }
+	f.Add(marshal(f, &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{
+		v1Series([]string{"__name__", long(127), "a", long(128)}, prompb.Sample{Timestamp: -5, Value: 0}),
+		v1Series([]string{"__name__", "m", "e", ""}, prompb.Sample{Timestamp: 0, Value: 1.5}),
+		{Labels: []prompb.Label{{Value: "v", Name: ""}}, Samples: []prompb.Sample{{}}},
+	}}))
 	f.Add([]byte{})
 	f.Add([]byte{0x2a, 0x00}) // unknown field 5
 	f.Fuzz(func(t *testing.T, data []byte) {

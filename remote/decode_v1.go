@@ -381,6 +381,15 @@ func (d *decoder) parseSeriesV1(ts []byte, arena []tsdb.Sample) (int, error) {
 }
 
 func parseLabel(b []byte) (prompb.Label, error) {
+	// The shape every sender writes: name (field 1), then value (field 2),
+	// each shorter than 128 bytes, nothing else.
+	if len(b) >= 4 && b[0] == 1<<3|wireBytes {
+		if n := int(b[1]); n < 0x80 && 4+n <= len(b) && b[2+n] == 2<<3|wireBytes {
+			if m := int(b[3+n]); m < 0x80 && 4+n+m == len(b) {
+				return prompb.Label{Name: str(b[2 : 2+n]), Value: str(b[4+n:])}, nil
+			}
+		}
+	}
 	var l prompb.Label
 	r := pbReader{b: b}
 	for !r.done() {
@@ -412,6 +421,12 @@ func parseLabel(b []byte) (prompb.Label, error) {
 }
 
 func parseSample(b []byte) (tsdb.Sample, error) {
+	// The shape every sender writes: value (field 1), then timestamp (field 2).
+	if len(b) >= 11 && b[0] == 1<<3|wireFixed64 && b[9] == 2<<3|wireVarint {
+		if t, k := binary.Uvarint(b[10:]); k > 0 && 10+k == len(b) {
+			return tsdb.Sample{T: int64(t), V: math.Float64frombits(binary.LittleEndian.Uint64(b[1:9]))}, nil
+		}
+	}
 	var s tsdb.Sample
 	r := pbReader{b: b}
 	for !r.done() {
