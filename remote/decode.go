@@ -67,12 +67,16 @@ type decoder struct {
 	resolver SeriesResolver           // finds known series by label hash; may be nil
 	xx       xxhash.Digest            // hashes labels as sent
 	match    func(labels.Labels) bool // d.matchLbuf, bound once
+	v2cur    v2Labels                 // labels of the 2.0 series being decoded
+	hbuf     []byte                   // 2.0 labels as hashed
+	matchV2  func(labels.Labels) bool // d.matchV2Labels, bound once
 	stats    decodeStats
 }
 
 func newDecoder(l Limits) *decoder {
 	d := &decoder{limits: l.withDefaults(), sb: labels.NewScratchBuilder(16), seen: map[string]struct{}{}}
 	d.match = d.matchLbuf
+	d.matchV2 = d.matchV2Labels
 	return d
 }
 
@@ -86,6 +90,7 @@ func (d *decoder) release() {
 	d.v2 = writev2.Request{Symbols: d.v2.Symbols[:0], Timeseries: d.v2.Timeseries[:0]}
 	clear(d.seen)
 	d.utf8ok = d.utf8ok[:0]
+	d.v2cur = v2Labels{}
 	d.sb.Reset()
 	d.stats = decodeStats{}
 	if cap(d.body) > maxPooledBuffer {
@@ -291,9 +296,22 @@ func (d *decoder) decodeV2(data []byte) (*tsdb.Batch, error) {
 				d.stats.exemplarSeries = formatSeries(ls)
 			}
 		}
-		if err := checkLabels(&d.limits, ls); err != nil {
-			d.stats.invalid.Reject(tsdb.ErrInvalidLabels, len(ts.Samples), err.Error())
-			continue
+		// A series the storage already knows: no validation, no labels to build.
+		var (
+			hash  uint64
+			ref   uint64
+			known bool
+		)
+		if d.resolver != nil && (len(ts.Samples) > 0 || len(ts.Exemplars) > 0) {
+			hash = d.hashV2(ls)
+			d.v2cur = ls
+			ref, known = d.resolver.ResolveRaw(hash, d.matchV2)
+		}
+		if !known {
+			if err := checkLabels(&d.limits, ls); err != nil {
+				d.stats.invalid.Reject(tsdb.ErrInvalidLabels, len(ts.Samples), err.Error())
+				continue
+			}
 		}
 		d.addMetadataV2(b, ls, &ts.Metadata)
 		if len(ts.Samples) == 0 && len(ts.Exemplars) == 0 {
@@ -309,17 +327,21 @@ func (d *decoder) decodeV2(data []byte) (*tsdb.Batch, error) {
 			esb.Sort()
 			exs = append(exs, tsdb.Exemplar{Labels: esb.Labels(), T: e.Timestamp, V: e.Value})
 		}
-		d.sb.Reset()
-		for j := 0; j < len(ts.LabelsRefs); j += 2 {
-			d.sb.Add(syms[ts.LabelsRefs[j]], syms[ts.LabelsRefs[j+1]])
-		}
 		n := len(ts.Samples)
 		ss := arena[:n:n]
 		arena = arena[n:]
 		for j, s := range ts.Samples {
 			ss[j] = tsdb.Sample{T: s.Timestamp, V: s.Value}
 		}
-		b.Series = append(b.Series, tsdb.BatchSeries{Labels: d.sb.Labels(), Samples: ss, Exemplars: exs})
+		if known {
+			b.Series = append(b.Series, tsdb.BatchSeries{Ref: ref, Samples: ss, Exemplars: exs})
+			continue
+		}
+		d.sb.Reset()
+		for j := 0; j < len(ts.LabelsRefs); j += 2 {
+			d.sb.Add(syms[ts.LabelsRefs[j]], syms[ts.LabelsRefs[j+1]])
+		}
+		b.Series = append(b.Series, tsdb.BatchSeries{Labels: d.sb.Labels(), Samples: ss, RawHash: hash, Exemplars: exs})
 	}
 	return b, nil
 }

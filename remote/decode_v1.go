@@ -525,6 +525,42 @@ func (d *decoder) hashLbuf() uint64 {
 var sep = []byte{0xff}
 
 // matchLbuf reports whether lset equals the labels being decoded.
+// hashV2 hashes a 2.0 series' labels as sent, like hashLbuf does 1.0
+// labels that are not contiguous (the same series hashes alike in both).
+func (d *decoder) hashV2(ls v2Labels) uint64 {
+	b := d.hbuf[:0]
+	for i := 0; i < ls.Len(); i++ {
+		n, v := ls.At(i)
+		b = append(b, n...)
+		b = append(b, sep...)
+		b = append(b, v...)
+		b = append(b, sep...)
+	}
+	d.hbuf = b
+	if h := xxhash.Sum64(b); h != 0 {
+		return h
+	}
+	return 1 // 0 means "no hash"
+}
+
+// matchV2Labels reports whether lset is exactly the labels of d.v2cur, in order.
+func (d *decoder) matchV2Labels(lset labels.Labels) bool {
+	i, n, ok := 0, d.v2cur.Len(), true
+	lset.Range(func(l labels.Label) {
+		if !ok {
+			return
+		}
+		if i >= n {
+			ok = false
+			return
+		}
+		name, value := d.v2cur.At(i)
+		ok = name == l.Name && value == l.Value
+		i++
+	})
+	return ok && i == n
+}
+
 func (d *decoder) matchLbuf(lset labels.Labels) bool {
 	i, ok := 0, true
 	lset.Range(func(l labels.Label) {

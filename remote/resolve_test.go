@@ -11,6 +11,7 @@ import (
 	"github.com/golang/snappy"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/prompb"
+	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 
 	"github.com/tandem-tsdb/tandem/tsdb"
@@ -173,5 +174,77 @@ func TestSeriesGoneBetweenDecodeAndAppend(t *testing.T) {
 	}
 	if n != 2 {
 		t.Fatalf("%d series, want 2", n)
+	}
+}
+
+// TestKnownSeriesFastPathV2 is TestKnownSeriesFastPath for remote write 2.0:
+// a known series resolves to its reference,
+// an unknown one and one whose labels only share the hash do not, and every
+// sample lands on its series.
+func TestKnownSeriesFastPathV2(t *testing.T) {
+	opts := tsdb.DefaultOptions()
+	opts.WALSyncInterval = 0
+	h, err := tsdb.Open(t.TempDir(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	srv := testServer(t, h, DefaultLimits(), nil)
+	names := []string{"a", "b", "c"}
+	for round := int64(0); round < 5; round++ {
+		bld := newV2Builder()
+		for i, n := range names {
+			bld.add([]string{"__name__", n, "instance", "x", "job", "j"}, writev2.Sample{Timestamp: 1000 * (round + 1), Value: float64(100*i) + float64(round)})
+		}
+		expectStatus(t, postV2(t, srv.URL, bld.build()), http.StatusNoContent)
+	}
+	q, _ := h.Querier(math.MinInt64, math.MaxInt64)
+	defer q.Close()
+	ss := q.Select(context.Background(), true, nil, labels.MustNewMatcher(labels.MatchEqual, "job", "j"))
+	n := 0
+	for ss.Next() {
+		s := ss.At()
+		i := map[string]int{"a": 0, "b": 1, "c": 2}[s.Labels().Get("__name__")]
+		it := s.Iterator(nil)
+		round := 0
+		for it.Next() == chunkenc.ValFloat {
+			ts, v := it.At()
+			if ts != int64(1000*(round+1)) || v != float64(100*i+round) {
+				t.Fatalf("%s: sample %d is (%d, %v)", s.Labels(), round, ts, v)
+			}
+			round++
+		}
+		if round != 5 {
+			t.Fatalf("%s: %d samples, want 5", s.Labels(), round)
+		}
+		n++
+	}
+	if n != 3 {
+		t.Fatalf("%d series, want 3", n)
+	}
+	bld := newV2Builder()
+	for _, n := range []string{"b", "zzz"} {
+		bld.add([]string{"__name__", n, "instance", "x", "job", "j"}, writev2.Sample{Timestamp: 99000, Value: 1})
+	}
+	raw, err := bld.build().Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newDecoder(Limits{})
+	d.resolver = h
+	b, err := d.decodeV2(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Series) != 2 || b.Series[0].Ref == 0 || !b.Series[0].Labels.IsEmpty() || b.Series[1].Ref != 0 || b.Series[1].RawHash == 0 {
+		t.Fatalf("known series not resolved, or unknown one resolved: %+v", b.Series)
+	}
+	// The same labels with one value changed never match, whatever the hash says.
+	d.v2cur = v2Labels{refs: []uint32{1, 2, 3, 4, 5, 6}, syms: []string{"", "__name__", "b", "instance", "y", "job", "j"}}
+	if d.matchV2Labels(labels.FromStrings("__name__", "b", "instance", "x", "job", "j")) {
+		t.Fatal("matched labels that differ in a value")
+	}
+	if !d.matchV2Labels(labels.FromStrings("__name__", "b", "instance", "y", "job", "j")) {
+		t.Fatal("did not match equal labels")
 	}
 }
