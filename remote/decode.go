@@ -299,7 +299,7 @@ func (d *decoder) decodeV2(data []byte) (*tsdb.Batch, error) {
 		// A series the storage already knows: no validation, no labels to build.
 		var (
 			hash  uint64
-			ref   uint64
+			ref   tsdb.SeriesRef
 			known bool
 		)
 		if d.resolver != nil && (len(ts.Samples) > 0 || len(ts.Exemplars) > 0) {

@@ -33,7 +33,7 @@ type Appender interface {
 type SeriesResolver interface {
 	// ResolveRaw returns the reference of the series cached under hash if
 	// match accepts its labels.
-	ResolveRaw(hash uint64, match func(labels.Labels) bool) (uint64, bool)
+	ResolveRaw(hash uint64, match func(labels.Labels) bool) (tsdb.SeriesRef, bool)
 }
 
 // Limits bounds what a single write request may contain.

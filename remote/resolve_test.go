@@ -95,7 +95,7 @@ func TestKnownSeriesFastPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(b.Series) != 2 || b.Series[0].Ref == 0 || !b.Series[0].Labels.IsEmpty() || b.Series[1].Ref != 0 || b.Series[1].RawHash == 0 {
+	if len(b.Series) != 2 || b.Series[0].Ref.ID == 0 || !b.Series[0].Labels.IsEmpty() || b.Series[1].Ref.ID != 0 || b.Series[1].RawHash == 0 {
 		t.Fatalf("known series not resolved, or unknown one resolved: %+v", b.Series)
 	}
 	// A hash hit whose labels differ (a collision) must not resolve.
@@ -236,7 +236,7 @@ func TestKnownSeriesFastPathV2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(b.Series) != 2 || b.Series[0].Ref == 0 || !b.Series[0].Labels.IsEmpty() || b.Series[1].Ref != 0 || b.Series[1].RawHash == 0 {
+	if len(b.Series) != 2 || b.Series[0].Ref.ID == 0 || !b.Series[0].Labels.IsEmpty() || b.Series[1].Ref.ID != 0 || b.Series[1].RawHash == 0 {
 		t.Fatalf("known series not resolved, or unknown one resolved: %+v", b.Series)
 	}
 	// The same labels with one value changed never match, whatever the hash says.

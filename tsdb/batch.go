@@ -15,13 +15,19 @@ type Sample struct {
 	V float64
 }
 
+// SeriesRef names a series the head holds, as Head.ResolveRaw found it.
+type SeriesRef struct {
+	ID uint64     // the series' reference
+	s  *memSeries // the series itself: appending it needs no lookup
+}
+
 // BatchSeries is one series of a write batch with its samples in timestamp order.
 type BatchSeries struct {
 	Labels  labels.Labels
 	Samples []Sample
-	// Ref, when non-zero, names an existing series (found with
+	// Ref, when its ID is non-zero, names an existing series (found with
 	// Head.ResolveRaw); Labels may then be empty.
-	Ref uint64
+	Ref SeriesRef
 	// RawHash, when non-zero, is a decoder's hash of the series' labels as
 	// sent; the head remembers it so that ResolveRaw finds the series next time.
 	RawHash uint64

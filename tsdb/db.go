@@ -297,7 +297,7 @@ func (db *DB) AppendBatch(ctx context.Context, b *Batch) (AppendResult, error) {
 }
 
 // ResolveRaw finds a known series by a decoder's label hash (see Head.ResolveRaw).
-func (db *DB) ResolveRaw(hash uint64, match func(labels.Labels) bool) (uint64, bool) {
+func (db *DB) ResolveRaw(hash uint64, match func(labels.Labels) bool) (SeriesRef, bool) {
 	return db.head.ResolveRaw(hash, match)
 }
 

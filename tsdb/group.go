@@ -40,7 +40,8 @@ type memSeries struct {
 	// row (older than the open window or the head, or logged to the WAL in
 	// another order than applied). Sorted; merged into every read.
 	late []Sample
-	// removed is set when GC took the series out of the head (guarded by g.mu).
+	// removed is set when GC took the series out of the head; GC holds gcMu
+	// and g.mu then, so it may be read under either.
 	removed bool
 }
 

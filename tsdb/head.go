@@ -386,15 +386,15 @@ func groupHash(key string) uint64 {
 // ResolveRaw returns the series a decoder cached under hash (see
 // BatchSeries.RawHash) if match accepts its labels, so that a known series
 // is found without building or validating its labels again.
-func (h *Head) ResolveRaw(hash uint64, match func(labels.Labels) bool) (uint64, bool) {
+func (h *Head) ResolveRaw(hash uint64, match func(labels.Labels) bool) (SeriesRef, bool) {
 	rs := &h.raw[hash%stripes]
 	rs.mu.RLock()
 	s := rs.byRef[hash]
 	rs.mu.RUnlock()
 	if s == nil || !match(s.lset) {
-		return 0, false
+		return SeriesRef{}, false
 	}
-	return s.ref, true
+	return SeriesRef{ID: s.ref, s: s}, true
 }
 
 func (h *Head) rememberRaw(hash uint64, s *memSeries) {
@@ -451,9 +451,13 @@ func (h *Head) AppendBatch(_ context.Context, b *Batch) (AppendResult, error) {
 		var s *memSeries
 		switch {
 		case len(bs.Samples) == 0 && len(bs.Exemplars) == 0:
-		case bs.Ref != 0:
-			if s = h.seriesByRef(bs.Ref); s == nil {
-				return res, fmt.Errorf("series %d: %w", bs.Ref, ErrSeriesGone)
+		case bs.Ref.ID != 0:
+			// GC sets removed under gcMu, which this append holds shared.
+			if s = bs.Ref.s; s == nil {
+				s = h.seriesByRef(bs.Ref.ID)
+			}
+			if s == nil || s.removed {
+				return res, fmt.Errorf("series %d: %w", bs.Ref.ID, ErrSeriesGone)
 			}
 			cs.order = append(cs.order, i)
 		default:
