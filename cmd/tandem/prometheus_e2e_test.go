@@ -345,26 +345,43 @@ func waitSent(t *testing.T, p *tandemProc, ts time.Time) {
 	}
 }
 
-// checkRemoteRead writes a series to tandem only and reads it through
-// Prometheus's remote_read.
+// checkRemoteRead writes a series to tandem only (a counter sampled every 5s
+// for the last 10 minutes) and queries it through Prometheus's remote_read:
+// Prometheus's answers, instant and range, raw and through rate(), must equal
+// tandem's own.
 func checkRemoteRead(t *testing.T, tandem, prom *tandemProc) {
 	t.Helper()
-	now := time.Now().UnixMilli()
-	req := &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{{
-		Labels: []prompb.Label{
-			{Name: "__name__", Value: "tandem_e2e_remote_read_probe"},
-			{Name: "instance", Value: "probe"},
-			{Name: "job", Value: "probe"},
-		},
-		Samples: []prompb.Sample{{Value: 42, Timestamp: now}},
-	}}}
-	if code := postV1(t, tandem, req); code != http.StatusNoContent {
+	now := time.Now().Truncate(time.Second).UnixMilli()
+	ts := prompb.TimeSeries{Labels: []prompb.Label{
+		{Name: "__name__", Value: "tandem_e2e_remote_read_probe"},
+		{Name: "instance", Value: "probe"},
+		{Name: "job", Value: "probe"},
+	}}
+	const n = 120
+	for i := 0; i < n; i++ {
+		ts.Samples = append(ts.Samples, prompb.Sample{Value: float64(i*i%97 + 10*i), Timestamp: now - int64(n-1-i)*5000})
+	}
+	if code := postV1(t, tandem, &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{ts}}); code != http.StatusNoContent {
 		t.Fatalf("write the remote-read probe: HTTP %d", code)
 	}
 	var d queryData
 	prom.api(t, "/api/v1/query", url.Values{"query": {"tandem_e2e_remote_read_probe"}, "time": {fmtTime(now)}}, false, &d)
-	want := []series{{Labels: `{__name__="tandem_e2e_remote_read_probe", instance="probe", job="probe"}`, T: []int64{now}, V: []float64{42}}}
+	want := []series{{Labels: `{__name__="tandem_e2e_remote_read_probe", instance="probe", job="probe"}`, T: []int64{now}, V: []float64{float64((n-1)*(n-1)%97 + 10*(n-1))}}}
 	compareSeries(t, "Prometheus remote read from tandem", decodeResult(t, d), want)
+	for _, q := range []url.Values{
+		{"query": {"tandem_e2e_remote_read_probe[10m]"}, "time": {fmtTime(now)}},
+		{"query": {"rate(tandem_e2e_remote_read_probe[1m])"}, "start": {fmtTime(now - 9*60000)}, "end": {fmtTime(now)}, "step": {"15"}},
+		{"query": {"max_over_time(tandem_e2e_remote_read_probe[2m])"}, "start": {fmtTime(now - 9*60000)}, "end": {fmtTime(now)}, "step": {"30"}},
+	} {
+		path := "/api/v1/query"
+		if q.Has("step") {
+			path = "/api/v1/query_range"
+		}
+		var got, ref queryData
+		prom.api(t, path, q, false, &got)
+		tandem.api(t, path, q, false, &ref)
+		compareSeries(t, "Prometheus remote read vs tandem: "+q.Get("query"), decodeResult(t, got), decodeResult(t, ref))
+	}
 }
 
 // checkDockerRules checks that docker/rules.yml is valid for Prometheus and
