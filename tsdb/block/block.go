@@ -20,7 +20,16 @@ const (
 )
 
 // FormatVersion is the version written to meta.json and to each binary file.
-const FormatVersion = 1
+// Version 2 added integer and derived column stats (stat mask bits 4 and 5)
+// and order-0 decimal streams; version 1 blocks are read as they are, and a
+// tandem that knows only version 1 refuses version 2 blocks.
+const FormatVersion = 2
+
+// minFormatVersion is the oldest version this code reads.
+const minFormatVersion = 1
+
+// readableVersion reports whether files of version v can be read.
+func readableVersion(v int) bool { return v >= minFormatVersion && v <= FormatVersion }
 
 // DefaultChunkRows is the default maximum number of rows per chunk.
 const DefaultChunkRows = 240

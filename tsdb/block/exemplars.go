@@ -197,7 +197,7 @@ func (b *Block) openExemplars() error {
 	if m := binary.BigEndian.Uint32(x); m != exemplarsMagic {
 		return fmt.Errorf("bad magic %#x: %w", m, ErrCorrupt)
 	}
-	if x[4] != FormatVersion || x[5]|x[6]|x[7] != 0 {
+	if !readableVersion(int(x[4])) || x[5]|x[6]|x[7] != 0 {
 		return fmt.Errorf("unsupported version %d or flags %x: %w", x[4], x[5:8], ErrCorrupt)
 	}
 	toc := x[len(x)-exemplarsTOCLen:]

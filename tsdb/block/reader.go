@@ -68,7 +68,7 @@ func OpenWithOptions(dir string, opts OpenOptions) (_ *Block, err error) {
 	if err := json.Unmarshal(mb, &b.meta); err != nil {
 		return nil, fmt.Errorf("open block: %s: %w", metaPath, err)
 	}
-	if b.meta.Version != FormatVersion {
+	if !readableVersion(b.meta.Version) {
 		return nil, fmt.Errorf("open block: %s: unsupported version %d", metaPath, b.meta.Version)
 	}
 	defer func() {
@@ -146,7 +146,7 @@ func (b *Block) openIndex() error {
 	if m := binary.BigEndian.Uint32(x); m != indexMagic {
 		return fmt.Errorf("bad magic %#x: %w", m, ErrCorrupt)
 	}
-	if x[4] != FormatVersion {
+	if !readableVersion(int(x[4])) {
 		return fmt.Errorf("unsupported version %d: %w", x[4], ErrCorrupt)
 	}
 	toc := x[len(x)-indexTOCLen:]
@@ -232,7 +232,7 @@ func (b *Block) openChunks() error {
 	if m := binary.BigEndian.Uint32(c); m != chunksMagic {
 		return fmt.Errorf("bad magic %#x: %w", m, ErrCorrupt)
 	}
-	if c[4] != FormatVersion || c[5]|c[6]|c[7] != 0 {
+	if !readableVersion(int(c[4])) || c[5]|c[6]|c[7] != 0 {
 		return fmt.Errorf("unsupported version %d or flags %x: %w", c[4], c[5:8], ErrCorrupt)
 	}
 	toc := c[len(c)-20:]
