@@ -74,7 +74,7 @@ func blockDirs(path string) ([]string, error) {
 
 func inspect(out io.Writer, dirs []string, groups bool) error {
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "BLOCK\tMIN TIME\tMAX TIME\tLEVEL\tGROUPS\tSERIES\tSAMPLES\tCHUNKS\tBYTES\tBYTES/SAMPLE\tTS BYTES\tALIGNED SAMPLES")
+	fmt.Fprintln(tw, "BLOCK\tMIN TIME\tMAX TIME\tLEVEL\tGROUPS\tSERIES\tSAMPLES\tCHUNKS\tBYTES\tBYTES/SAMPLE\tTS BYTES\tALIGNED SAMPLES\tEXEMPLARS")
 	var totalBytes, totalSamples int
 	encodings := map[string]int{}
 	for _, d := range dirs {
@@ -107,8 +107,9 @@ func inspect(out io.Writer, dirs []string, groups bool) error {
 		}
 		totalBytes += bytes
 		totalSamples += samples
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.3f\t%d\t%.1f%%\n", m.ULID, m.MinTime, m.MaxTime, m.Compaction.Level,
-			m.Stats.NumGroups, m.Stats.NumSeries, samples, m.Stats.NumChunks, bytes, perSample(bytes, samples), tsBytes, 100*perSample(aligned, samples))
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.3f\t%d\t%.1f%%\t%d\n", m.ULID, m.MinTime, m.MaxTime, m.Compaction.Level,
+			m.Stats.NumGroups, m.Stats.NumSeries, samples, m.Stats.NumChunks, bytes, perSample(bytes, samples), tsBytes, 100*perSample(aligned, samples),
+			m.Stats.NumExemplars)
 		if groups {
 			for _, g := range ins.Groups {
 				fmt.Fprintf(tw, "  group %s\t%d members\t%d tables\n", g.Key, len(g.Members), len(g.Tables))
