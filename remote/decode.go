@@ -236,6 +236,14 @@ func (d *decoder) decodeV1Gogo(data []byte) (*tsdb.Batch, error) {
 // Symbol-table violations (symbols[0] not empty, refs out of range, odd labels_refs)
 // fail the whole request; series with invalid labels are left out and counted in
 // d.stats.invalid; native histograms and exemplars are counted and left out.
+// decode decodes a snappy-decoded request body of protocol version ver.
+func (d *decoder) decode(ver protoVersion, raw []byte) (*tsdb.Batch, error) {
+	if ver == protoV2 {
+		return d.decodeV2(raw)
+	}
+	return d.decodeV1(raw)
+}
+
 func (d *decoder) decodeV2(data []byte) (*tsdb.Batch, error) {
 	d.stats = decodeStats{}
 	clear(d.seen)

@@ -1,11 +1,9 @@
 package remote
 
 import (
-	"bytes"
 	"context"
 	"math"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 
 	"github.com/golang/snappy"
@@ -18,89 +16,118 @@ import (
 )
 
 // TestKnownSeriesFastPath writes the same series repeatedly through the real
-// head: later requests resolve series by label hash instead of rebuilding
-// labels, and every sample must land on the right series.
+// head, with each protocol: later requests resolve series by label hash
+// instead of rebuilding labels, every sample lands on its series, and
+// decoding again resolves a known series to its reference but neither an
+// unknown one nor one whose labels only share the hash.
 func TestKnownSeriesFastPath(t *testing.T) {
-	opts := tsdb.DefaultOptions()
-	opts.WALSyncInterval = 0
-	h, err := tsdb.Open(t.TempDir(), opts)
-	if err != nil {
-		t.Fatal(err)
+	type series struct {
+		name string
+		t    int64
+		v    float64
 	}
-	defer h.Close()
-	srv := httptest.NewServer(NewWriteHandler(h, WriteHandlerOptions{}))
-	defer srv.Close()
-
-	names := []string{"a", "b", "c"}
-	for round := int64(0); round < 5; round++ {
-		req := &prompb.WriteRequest{}
-		for i, n := range names {
-			req.Timeseries = append(req.Timeseries, prompb.TimeSeries{
-				Labels:  []prompb.Label{{Name: "__name__", Value: n}, {Name: "instance", Value: "x"}, {Name: "job", Value: "j"}},
-				Samples: []prompb.Sample{{Timestamp: 1000 * (round + 1), Value: float64(100*i) + float64(round)}},
-			})
-		}
-		raw, err := req.Marshal()
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := http.Post(srv.URL, "application/x-protobuf", bytes.NewReader(snappy.Encode(nil, raw)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusNoContent {
-			t.Fatalf("round %d: status %d", round, resp.StatusCode)
-		}
-	}
-	q, _ := h.Querier(math.MinInt64, math.MaxInt64)
-	defer q.Close()
-	ss := q.Select(context.Background(), true, nil, labels.MustNewMatcher(labels.MatchEqual, "job", "j"))
-	n := 0
-	for ss.Next() {
-		s := ss.At()
-		i := map[string]int{"a": 0, "b": 1, "c": 2}[s.Labels().Get("__name__")]
-		it := s.Iterator(nil)
-		round := 0
-		for it.Next() == chunkenc.ValFloat {
-			ts, v := it.At()
-			if ts != int64(1000*(round+1)) || v != float64(100*i+round) {
-				t.Fatalf("%s: sample %d is (%d, %v)", s.Labels(), round, ts, v)
+	for _, proto := range []struct {
+		name   string
+		encode func(t *testing.T, ss []series) (contentType string, raw []byte)
+		decode func(d *decoder, raw []byte) (*tsdb.Batch, error)
+	}{
+		{"1.0", func(t *testing.T, ss []series) (string, []byte) {
+			req := &prompb.WriteRequest{}
+			for _, s := range ss {
+				req.Timeseries = append(req.Timeseries, v1Series([]string{"__name__", s.name, "instance", "x", "job", "j"}, prompb.Sample{Timestamp: s.t, Value: s.v}))
 			}
-			round++
-		}
-		if round != 5 {
-			t.Fatalf("%s: %d samples, want 5", s.Labels(), round)
-		}
-		n++
-	}
-	if n != 3 {
-		t.Fatalf("%d series, want 3", n)
-	}
-	// Decoding the series again resolves them to references, except an unknown one.
-	req := &prompb.WriteRequest{}
-	for _, n := range []string{"b", "zzz"} {
-		req.Timeseries = append(req.Timeseries, prompb.TimeSeries{
-			Labels:  []prompb.Label{{Name: "__name__", Value: n}, {Name: "instance", Value: "x"}, {Name: "job", Value: "j"}},
-			Samples: []prompb.Sample{{Timestamp: 99000, Value: 1}},
+			return ctV1, marshal(t, req)
+		}, (*decoder).decodeV1},
+		{"2.0", func(t *testing.T, ss []series) (string, []byte) {
+			bld := newV2Builder()
+			for _, s := range ss {
+				bld.add([]string{"__name__", s.name, "instance", "x", "job", "j"}, writev2.Sample{Timestamp: s.t, Value: s.v})
+			}
+			return ctV2, marshal(t, bld.build())
+		}, (*decoder).decodeV2},
+	} {
+		t.Run(proto.name, func(t *testing.T) {
+			opts := tsdb.DefaultOptions()
+			opts.WALSyncInterval = 0
+			h, err := tsdb.Open(t.TempDir(), opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer h.Close()
+			srv := testServer(t, h, DefaultLimits(), nil)
+			names := []string{"a", "b", "c"}
+			for round := int64(0); round < 5; round++ {
+				var ss []series
+				for i, n := range names {
+					ss = append(ss, series{n, 1000 * (round + 1), float64(100*i) + float64(round)})
+				}
+				ct, raw := proto.encode(t, ss)
+				r := post(t, srv.URL, ct, "snappy", snappy.Encode(nil, raw))
+				expectStatus(t, r, http.StatusNoContent)
+			}
+			q, _ := h.Querier(math.MinInt64, math.MaxInt64)
+			defer q.Close()
+			set := q.Select(context.Background(), true, nil, labels.MustNewMatcher(labels.MatchEqual, "job", "j"))
+			n := 0
+			for set.Next() {
+				s := set.At()
+				i := map[string]int{"a": 0, "b": 1, "c": 2}[s.Labels().Get("__name__")]
+				it := s.Iterator(nil)
+				round := 0
+				for it.Next() == chunkenc.ValFloat {
+					ts, v := it.At()
+					if ts != int64(1000*(round+1)) || v != float64(100*i+round) {
+						t.Fatalf("%s: sample %d is (%d, %v)", s.Labels(), round, ts, v)
+					}
+					round++
+				}
+				if round != 5 {
+					t.Fatalf("%s: %d samples, want 5", s.Labels(), round)
+				}
+				n++
+			}
+			if n != 3 {
+				t.Fatalf("%d series, want 3", n)
+			}
+			_, raw := proto.encode(t, []series{{"b", 99000, 1}, {"zzz", 99000, 1}})
+			d := newDecoder(Limits{})
+			d.resolver = h
+			b, err := proto.decode(d, raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(b.Series) != 2 || b.Series[0].Ref.ID == 0 || !b.Series[0].Labels.IsEmpty() || b.Series[1].Ref.ID != 0 || b.Series[1].RawHash == 0 {
+				t.Fatalf("known series not resolved, or unknown one resolved: %+v", b.Series)
+			}
+			// Once stored, the new series is found by its hash, but a hash hit
+			// whose labels differ (a collision) must not resolve.
+			if _, err := h.AppendBatch(context.Background(), b); err != nil {
+				t.Fatal(err)
+			}
+			hash := b.Series[1].RawHash
+			if _, ok := h.ResolveRaw(hash, func(labels.Labels) bool { return true }); !ok {
+				t.Fatal("a stored series is not found by its hash")
+			}
+			if _, ok := h.ResolveRaw(hash, func(labels.Labels) bool { return false }); ok {
+				t.Fatal("resolved despite a label mismatch")
+			}
 		})
 	}
-	raw, err := req.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
+}
+
+// TestMatchV2Labels: the 2.0 decoder's label check accepts exactly equal
+// labels, in order.
+func TestMatchV2Labels(t *testing.T) {
 	d := newDecoder(Limits{})
-	d.resolver = h
-	b, err := d.decodeV1(raw)
-	if err != nil {
-		t.Fatal(err)
+	d.v2cur = v2Labels{refs: []uint32{1, 2, 3, 4, 5, 6}, syms: []string{"", "__name__", "b", "instance", "y", "job", "j"}}
+	if d.matchV2Labels(labels.FromStrings("__name__", "b", "instance", "x", "job", "j")) {
+		t.Fatal("matched labels that differ in a value")
 	}
-	if len(b.Series) != 2 || b.Series[0].Ref.ID == 0 || !b.Series[0].Labels.IsEmpty() || b.Series[1].Ref.ID != 0 || b.Series[1].RawHash == 0 {
-		t.Fatalf("known series not resolved, or unknown one resolved: %+v", b.Series)
+	if d.matchV2Labels(labels.FromStrings("__name__", "b", "instance", "y")) {
+		t.Fatal("matched fewer labels")
 	}
-	// A hash hit whose labels differ (a collision) must not resolve.
-	if _, ok := h.ResolveRaw(1, func(labels.Labels) bool { return false }); ok {
-		t.Fatal("resolved despite a label mismatch")
+	if !d.matchV2Labels(labels.FromStrings("__name__", "b", "instance", "y", "job", "j")) {
+		t.Fatal("did not match equal labels")
 	}
 }
 
@@ -174,77 +201,5 @@ func TestSeriesGoneBetweenDecodeAndAppend(t *testing.T) {
 	}
 	if n != 2 {
 		t.Fatalf("%d series, want 2", n)
-	}
-}
-
-// TestKnownSeriesFastPathV2 is TestKnownSeriesFastPath for remote write 2.0:
-// a known series resolves to its reference,
-// an unknown one and one whose labels only share the hash do not, and every
-// sample lands on its series.
-func TestKnownSeriesFastPathV2(t *testing.T) {
-	opts := tsdb.DefaultOptions()
-	opts.WALSyncInterval = 0
-	h, err := tsdb.Open(t.TempDir(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	srv := testServer(t, h, DefaultLimits(), nil)
-	names := []string{"a", "b", "c"}
-	for round := int64(0); round < 5; round++ {
-		bld := newV2Builder()
-		for i, n := range names {
-			bld.add([]string{"__name__", n, "instance", "x", "job", "j"}, writev2.Sample{Timestamp: 1000 * (round + 1), Value: float64(100*i) + float64(round)})
-		}
-		expectStatus(t, postV2(t, srv.URL, bld.build()), http.StatusNoContent)
-	}
-	q, _ := h.Querier(math.MinInt64, math.MaxInt64)
-	defer q.Close()
-	ss := q.Select(context.Background(), true, nil, labels.MustNewMatcher(labels.MatchEqual, "job", "j"))
-	n := 0
-	for ss.Next() {
-		s := ss.At()
-		i := map[string]int{"a": 0, "b": 1, "c": 2}[s.Labels().Get("__name__")]
-		it := s.Iterator(nil)
-		round := 0
-		for it.Next() == chunkenc.ValFloat {
-			ts, v := it.At()
-			if ts != int64(1000*(round+1)) || v != float64(100*i+round) {
-				t.Fatalf("%s: sample %d is (%d, %v)", s.Labels(), round, ts, v)
-			}
-			round++
-		}
-		if round != 5 {
-			t.Fatalf("%s: %d samples, want 5", s.Labels(), round)
-		}
-		n++
-	}
-	if n != 3 {
-		t.Fatalf("%d series, want 3", n)
-	}
-	bld := newV2Builder()
-	for _, n := range []string{"b", "zzz"} {
-		bld.add([]string{"__name__", n, "instance", "x", "job", "j"}, writev2.Sample{Timestamp: 99000, Value: 1})
-	}
-	raw, err := bld.build().Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := newDecoder(Limits{})
-	d.resolver = h
-	b, err := d.decodeV2(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(b.Series) != 2 || b.Series[0].Ref.ID == 0 || !b.Series[0].Labels.IsEmpty() || b.Series[1].Ref.ID != 0 || b.Series[1].RawHash == 0 {
-		t.Fatalf("known series not resolved, or unknown one resolved: %+v", b.Series)
-	}
-	// The same labels with one value changed never match, whatever the hash says.
-	d.v2cur = v2Labels{refs: []uint32{1, 2, 3, 4, 5, 6}, syms: []string{"", "__name__", "b", "instance", "y", "job", "j"}}
-	if d.matchV2Labels(labels.FromStrings("__name__", "b", "instance", "x", "job", "j")) {
-		t.Fatal("matched labels that differ in a value")
-	}
-	if !d.matchV2Labels(labels.FromStrings("__name__", "b", "instance", "y", "job", "j")) {
-		t.Fatal("did not match equal labels")
 	}
 }

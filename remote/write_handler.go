@@ -215,12 +215,7 @@ func (h *writeHandler) handle(r *http.Request) response {
 	if err != nil {
 		return resp.failErr(err)
 	}
-	var batch *tsdb.Batch
-	if ver == protoV2 {
-		batch, err = d.decodeV2(raw)
-	} else {
-		batch, err = d.decodeV1(raw)
-	}
+	batch, err := d.decode(ver, raw)
 	if err != nil {
 		return resp.failErr(err)
 	}
@@ -245,12 +240,7 @@ func (h *writeHandler) handle(r *http.Request) response {
 			// A series resolved from the decoder's cache left the head
 			// meanwhile (GC of an idle target): nothing was stored; decode
 			// again, now by labels, and store once more.
-			if ver == protoV2 {
-				batch, err = d.decodeV2(raw)
-			} else {
-				batch, err = d.decodeV1(raw)
-			}
-			if err != nil {
+			if batch, err = d.decode(ver, raw); err != nil {
 				return resp.failErr(err)
 			}
 			res, err = h.app.AppendBatch(r.Context(), batch)

@@ -7,6 +7,8 @@ import (
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/tsdb/index"
+
+	"github.com/tandem-tsdb/tandem/tsdb/internal/sorted"
 )
 
 // memIndex is the head's inverted index: label name → value → sorted series refs.
@@ -132,7 +134,7 @@ func (ix *memIndex) postingsFor(ms ...*labels.Matcher) []uint64 {
 		if !have {
 			result, have = l, true
 		} else {
-			result = intersect(result, l)
+			result = sorted.Intersect(make([]uint64, 0, min(len(result), len(l))), result, l)
 		}
 		if len(result) == 0 {
 			return nil
@@ -219,23 +221,6 @@ func (ix *memIndex) stats(label string, limit int) *index.PostingsStats {
 		LabelValuePairsStats:    top(pairs),
 		NumLabelPairs:           numPairs,
 	}
-}
-
-func intersect(a, b []uint64) []uint64 {
-	out := make([]uint64, 0, min(len(a), len(b)))
-	for i, j := 0, 0; i < len(a) && j < len(b); {
-		switch {
-		case a[i] < b[j]:
-			i++
-		case a[i] > b[j]:
-			j++
-		default:
-			out = append(out, a[i])
-			i++
-			j++
-		}
-	}
-	return out
 }
 
 func subtract(a, b []uint64) []uint64 {

@@ -6,6 +6,8 @@ import (
 	"slices"
 
 	"github.com/prometheus/prometheus/model/labels"
+
+	"github.com/tandem-tsdb/tandem/tsdb/internal/sorted"
 )
 
 // allPostings returns 0..NumSeries-1.
@@ -32,7 +34,7 @@ func (b *Block) Postings(ms ...*labels.Matcher) ([]uint32, error) {
 		if i == 0 {
 			res = p
 		} else {
-			res = intersect(res, p)
+			res = sorted.Intersect(res[:0], res, p)
 		}
 		if len(res) == 0 {
 			return []uint32{}, nil
@@ -93,25 +95,6 @@ func (b *Block) matcherPostings(m *labels.Matcher) ([]uint32, error) {
 		return p, nil
 	}
 	return complement(p, b.nseries), nil
-}
-
-// intersect returns the ids in both sorted lists, reusing a.
-func intersect(a, b []uint32) []uint32 {
-	out := a[:0]
-	i, j := 0, 0
-	for i < len(a) && j < len(b) {
-		switch {
-		case a[i] < b[j]:
-			i++
-		case a[i] > b[j]:
-			j++
-		default:
-			out = append(out, a[i])
-			i++
-			j++
-		}
-	}
-	return out
 }
 
 // complement returns the ids in [0, n) that are not in the sorted list p.
@@ -183,7 +166,7 @@ func (b *Block) LabelValues(name string, ms ...*labels.Matcher) ([]string, error
 		if perr != nil {
 			return false
 		}
-		if intersects(p, ids) {
+		if sorted.Intersects(p, ids) {
 			out = append(out, string(v))
 		}
 		return true
@@ -191,22 +174,6 @@ func (b *Block) LabelValues(name string, ms ...*labels.Matcher) ([]string, error
 		return nil, ferr
 	}
 	return out, perr
-}
-
-// intersects reports whether two sorted lists share an id.
-func intersects(a, b []uint32) bool {
-	i, j := 0, 0
-	for i < len(a) && j < len(b) {
-		switch {
-		case a[i] < b[j]:
-			i++
-		case a[i] > b[j]:
-			j++
-		default:
-			return true
-		}
-	}
-	return false
 }
 
 // ChunkStats returns the statistics of the series' column in each chunk overlapping [mint, maxt], ordered by MinT, read from chunk headers without decoding values.
