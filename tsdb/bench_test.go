@@ -122,19 +122,7 @@ func BenchmarkHeadAppend(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			b.StopTimer()
 			dir := b.TempDir()
-			w, err := wlog.New(nil, nil, dir, compression.None)
-			if err != nil {
-				b.Fatal(err)
-			}
-			opts := promtsdb.DefaultHeadOptions()
-			opts.ChunkDirRoot = dir
-			h, err := promtsdb.NewHead(nil, nil, w, nil, opts, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := h.Init(math.MinInt64); err != nil {
-				b.Fatal(err)
-			}
+			h := newPromHead(b, dir)
 			b.StartTimer()
 			for _, r := range reqs {
 				app := h.Appender(context.Background())
@@ -220,4 +208,23 @@ func BenchmarkHeadAppendOutOfOrder(b *testing.B) {
 	ooo, n2 := build(10)
 	b.Run("in-order", func(b *testing.B) { run(b, inOrder, n1) })
 	b.Run("10pct-out-of-order", func(b *testing.B) { run(b, ooo, n2) })
+}
+
+// newPromHead opens Prometheus's own head with a WAL in dir, as its TSDB does.
+func newPromHead(b *testing.B, dir string) *promtsdb.Head {
+	b.Helper()
+	w, err := wlog.New(nil, nil, dir, compression.None)
+	if err != nil {
+		b.Fatal(err)
+	}
+	opts := promtsdb.DefaultHeadOptions()
+	opts.ChunkDirRoot = dir
+	h, err := promtsdb.NewHead(nil, nil, w, nil, opts, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := h.Init(math.MinInt64); err != nil {
+		b.Fatal(err)
+	}
+	return h
 }

@@ -2,15 +2,11 @@ package tsdb
 
 import (
 	"context"
-	"math"
 	"runtime"
 	"testing"
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
-	promtsdb "github.com/prometheus/prometheus/tsdb"
-	"github.com/prometheus/prometheus/tsdb/wlog"
-	"github.com/prometheus/prometheus/util/compression"
 
 	"github.com/tandem-tsdb/tandem/workload"
 )
@@ -113,19 +109,7 @@ func BenchmarkHeadMemory(b *testing.B) {
 			clear(seen)
 			dir := b.TempDir()
 			before := heapInUse()
-			w, err := wlog.New(nil, nil, dir, compression.None)
-			if err != nil {
-				b.Fatal(err)
-			}
-			opts := promtsdb.DefaultHeadOptions()
-			opts.ChunkDirRoot = dir
-			h, err := promtsdb.NewHead(nil, nil, w, nil, opts, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := h.Init(math.MinInt64); err != nil {
-				b.Fatal(err)
-			}
+			h := newPromHead(b, dir)
 			for _, sc := range scrapes {
 				app := h.Appender(context.Background())
 				for j := range sc.Samples {
