@@ -23,6 +23,8 @@ import (
 	"github.com/prometheus/prometheus/util/features"
 	"github.com/prometheus/prometheus/util/httputil"
 	v1 "github.com/prometheus/prometheus/web/api/v1"
+
+	"github.com/tandem-tsdb/tandem/promql/pushdown"
 )
 
 // Defaults applied by NewEngine and NewAPIHandler to zero APIOptions fields
@@ -96,6 +98,14 @@ type APIOptions struct {
 	MaxSamples int
 	// MaxConcurrentQueries bounds concurrently executing queries (default 20).
 	MaxConcurrentQueries int
+	// DisablePushdown leaves every query to Prometheus's engine alone
+	// (see package pushdown); by default aggregations of selectors and of
+	// range functions are evaluated by tandem in one pass on all cores.
+	DisablePushdown bool
+	// PushdownWorkers is how many goroutines evaluate one pushed-down
+	// aggregation (default GOMAXPROCS); the storage must allow iterating
+	// the series of one Select concurrently, as tandem's does.
+	PushdownWorkers int
 	// RemoteReadSampleLimit bounds the samples of one query of a SAMPLES
 	// remote-read response (default 50e6, like --storage.remote.read-sample-limit).
 	RemoteReadSampleLimit int
@@ -164,6 +174,9 @@ func (o APIOptions) withDefaults() APIOptions {
 	if o.MaxConcurrentQueries <= 0 {
 		o.MaxConcurrentQueries = defaultMaxConcurrentQueries
 	}
+	if o.PushdownWorkers <= 0 {
+		o.PushdownWorkers = runtime.GOMAXPROCS(0)
+	}
 	if o.RemoteReadSampleLimit <= 0 {
 		o.RemoteReadSampleLimit = remoteReadSampleLimit
 	}
@@ -189,7 +202,7 @@ func (o APIOptions) withDefaults() APIOptions {
 // disabled", exactly like Prometheus without --web.enable-admin-api). Scrape, alertmanager, rule and
 // notification endpoints answer empty, valid data unless opts.Rules and
 // opts.Alertmanagers are set.
-func NewAPIHandler(opts APIOptions, engine *prompromql.Engine) (http.Handler, error) {
+func NewAPIHandler(opts APIOptions, engine prompromql.QueryEngine) (http.Handler, error) {
 	if opts.Queryable == nil {
 		return nil, errors.New("promql API: nil Queryable")
 	}
@@ -306,7 +319,7 @@ func NewAPIHandler(opts APIOptions, engine *prompromql.Engine) (http.Handler, er
 	api.Register(router)
 
 	mux := http.NewServeMux()
-	mux.Handle(apiPrefix+"/", router)
+	mux.Handle(apiPrefix+"/", statsQueries(router))
 	// Upstream's metadata handler reads scrape targets; tandem reads its own store.
 	mux.Handle("GET "+apiPrefix+"/metadata", instrument("/metadata",
 		ready(compress(metadataHandler(opts.Metadata, logger)))))
@@ -322,6 +335,21 @@ func NewAPIHandler(opts APIOptions, engine *prompromql.Engine) (http.Handler, er
 	mux.Handle(apiPrefix+"/write", notServed("remote write"))
 	mux.Handle(apiPrefix+"/otlp/", notServed("OTLP ingestion"))
 	return mux, nil
+}
+
+// statsQueries leaves queries that ask for statistics (stats=...) to
+// Prometheus's engine alone: the sample counts it reports are those of its
+// own evaluation.
+func statsQueries(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case apiPrefix + "/query", apiPrefix + "/query_range":
+			if r.FormValue("stats") != "" {
+				r = r.WithContext(pushdown.Disable(r.Context()))
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // newRequestDuration returns the API request duration histogram, registered on

@@ -12,6 +12,8 @@ import (
 	prompromql "github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/util/features"
+
+	"github.com/tandem-tsdb/tandem/promql/pushdown"
 )
 
 // defaultEvaluationInterval is Prometheus's default global evaluation_interval,
@@ -56,8 +58,17 @@ func engineOpts(opts APIOptions, reg features.Collector) prompromql.EngineOpts {
 // experimental off, as without --enable-feature=promql-experimental-functions;
 // queries thus behave exactly as on a default Prometheus. The engine registers its prometheus_engine_* metrics on opts.Registerer, so
 // it must be created once per registry.
-func NewEngine(opts APIOptions) *prompromql.Engine {
-	return prompromql.NewEngine(engineOpts(opts.withDefaults(), nil))
+//
+// Unless opts.DisablePushdown is set, the engine evaluates aggregations of
+// selectors and of range functions itself (package pushdown) and hands the
+// result to Prometheus's engine for the rest of the query.
+func NewEngine(opts APIOptions) prompromql.QueryEngine {
+	opts = opts.withDefaults()
+	eo := engineOpts(opts, nil)
+	if opts.DisablePushdown {
+		return prompromql.NewEngine(eo)
+	}
+	return pushdown.NewEngine(eo, pushdown.Options{Workers: opts.PushdownWorkers})
 }
 
 // registerEngineFeatures records in reg the features an engine built by

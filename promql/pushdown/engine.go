@@ -1,0 +1,369 @@
+package pushdown
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/value"
+	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+	"github.com/prometheus/prometheus/util/annotations"
+)
+
+// Defaults of the engine options this package reads (Prometheus's).
+const (
+	defaultLookback   = 5 * time.Minute
+	defaultMaxSamples = 50_000_000
+)
+
+// Engine is a promql.QueryEngine: Prometheus's engine with the pushable
+// subexpressions of each query evaluated here.
+type Engine struct {
+	eng      *promql.Engine
+	fallback *promql.Engine
+	parser   *rewriter
+	lookback time.Duration
+	max      int
+	workers  int
+	useST    bool
+
+	evaluated, fallbacks atomic.Int64
+}
+
+// Counts returns how many subexpressions were evaluated here and how many
+// were handed back to Prometheus's engine because of their data.
+func (e *Engine) Counts() (evaluated, fallbacks int64) {
+	return e.evaluated.Load(), e.fallbacks.Load()
+}
+
+// Options configures what an Engine adds to Prometheus's.
+type Options struct {
+	// Workers is how many goroutines evaluate one pushed-down subexpression;
+	// more than 1 needs a storage whose series of one Select can be iterated
+	// concurrently (tandem's can, Prometheus's TSDB cannot).
+	Workers int
+}
+
+// NewEngine returns an Engine built from opts, as promql.NewEngine would be.
+func NewEngine(opts promql.EngineOpts, o Options) *Engine {
+	base := opts.Parser
+	if base == nil {
+		base = parser.NewParser(parser.Options{})
+	}
+	rw := &rewriter{Parser: base, want: map[string]int{}}
+	e := &Engine{parser: rw, lookback: opts.LookbackDelta, max: opts.MaxSamples, workers: max(o.Workers, 1), useST: opts.UseStartTimestamps}
+	if e.lookback <= 0 {
+		e.lookback = defaultLookback
+	}
+	if e.max <= 0 {
+		e.max = defaultMaxSamples
+	}
+	fo := opts
+	fo.Parser = base
+	fo.Reg = nil
+	fo.ActiveQueryTracker = nil
+	fo.FeatureRegistry = nil
+	e.fallback = promql.NewEngine(fo)
+	opts.Parser = rw
+	e.eng = promql.NewEngine(opts)
+	return e
+}
+
+// Prometheus returns the underlying Prometheus engine.
+func (e *Engine) Prometheus() *promql.Engine { return e.eng }
+
+type ctxKey struct{}
+
+// Disable returns a context whose queries this package leaves entirely to
+// Prometheus's engine (for example when query statistics were asked for,
+// which count the samples the engine itself loads).
+func Disable(ctx context.Context) context.Context {
+	return context.WithValue(ctx, ctxKey{}, true)
+}
+
+func disabled(ctx context.Context, opts promql.QueryOpts) bool {
+	if v, _ := ctx.Value(ctxKey{}).(bool); v {
+		return true
+	}
+	return opts != nil && opts.EnablePerStepStats()
+}
+
+// NewInstantQuery implements promql.QueryEngine.
+func (e *Engine) NewInstantQuery(ctx context.Context, q storage.Queryable, opts promql.QueryOpts, qs string, ts time.Time) (promql.Query, error) {
+	t := ts.UnixNano() / int64(time.Millisecond)
+	return e.newQuery(ctx, q, opts, qs, grid{start: t, end: t}, func(q storage.Queryable) (promql.Query, error) {
+		return e.eng.NewInstantQuery(ctx, q, opts, qs, ts)
+	})
+}
+
+// NewRangeQuery implements promql.QueryEngine.
+func (e *Engine) NewRangeQuery(ctx context.Context, q storage.Queryable, opts promql.QueryOpts, qs string, start, end time.Time, interval time.Duration) (promql.Query, error) {
+	g := grid{
+		start: start.UnixNano() / int64(time.Millisecond),
+		end:   end.UnixNano() / int64(time.Millisecond),
+		step:  interval.Nanoseconds() / int64(time.Millisecond),
+	}
+	if g.step <= 0 {
+		// Invalid for the engine, which reports it.
+		return e.eng.NewRangeQuery(ctx, q, opts, qs, start, end, interval)
+	}
+	return e.newQuery(ctx, q, opts, qs, g, func(q storage.Queryable) (promql.Query, error) {
+		return e.eng.NewRangeQuery(ctx, q, opts, qs, start, end, interval)
+	})
+}
+
+func (e *Engine) newQuery(ctx context.Context, q storage.Queryable, opts promql.QueryOpts, qs string, g grid, create func(storage.Queryable) (promql.Query, error)) (promql.Query, error) {
+	expr, err := e.parser.Parser.ParseExpr(qs)
+	if err != nil {
+		return create(q) // the engine reports the error
+	}
+	_, nodes := plan(expr)
+	if nodes == nil {
+		return create(q)
+	}
+	g.lookback = e.lookback.Milliseconds()
+	if opts != nil && opts.LookbackDelta() > 0 {
+		g.lookback = opts.LookbackDelta().Milliseconds()
+	}
+	g.maxSamples = e.max
+	g.workers = e.workers
+	g.useST = e.useST
+	pq := &queryable{Queryable: q, e: e, nodes: nodes, grid: g, qopts: opts}
+	// The queryable answers the synthetic selectors even when this query is
+	// not rewritten: a concurrent query with the same text may have the
+	// parser rewrite it.
+	if !disabled(ctx, opts) {
+		e.parser.mark(qs, 1)
+		defer e.parser.mark(qs, -1)
+	}
+	return create(pq)
+}
+
+// rewriter is the engine's parser: it rewrites the queries marked by
+// Engine.newQuery while the engine parses them, and only those.
+type rewriter struct {
+	parser.Parser
+	mu   sync.Mutex
+	want map[string]int
+}
+
+func (r *rewriter) mark(qs string, d int) {
+	r.mu.Lock()
+	r.want[qs] += d
+	if r.want[qs] <= 0 {
+		delete(r.want, qs)
+	}
+	r.mu.Unlock()
+}
+
+// ParseExpr implements parser.Parser.
+func (r *rewriter) ParseExpr(qs string) (parser.Expr, error) {
+	expr, err := r.Parser.ParseExpr(qs)
+	if err != nil {
+		return expr, err
+	}
+	r.mu.Lock()
+	want := r.want[qs] > 0
+	r.mu.Unlock()
+	if !want {
+		return expr, nil
+	}
+	out, _ := plan(expr)
+	return out, nil
+}
+
+// queryable serves the synthetic selectors of one query and passes every
+// other selector to the storage.
+type queryable struct {
+	storage.Queryable
+	e     *Engine
+	nodes []*node
+	grid  grid
+	qopts promql.QueryOpts
+}
+
+func (q *queryable) Querier(mint, maxt int64) (storage.Querier, error) {
+	inner, err := q.Queryable.Querier(mint, maxt)
+	if err != nil {
+		return nil, err
+	}
+	return &querier{Querier: inner, q: q}, nil
+}
+
+type querier struct {
+	storage.Querier
+	q *queryable
+}
+
+func (qr *querier) Select(ctx context.Context, sortSeries bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
+	if len(ms) == 1 && ms[0].Name == markerLabel {
+		i, err := strconv.Atoi(ms[0].Value)
+		if err != nil || i < 0 || i >= len(qr.q.nodes) {
+			return storage.ErrSeriesSet(fmt.Errorf("pushdown: unknown node %q", ms[0].Value))
+		}
+		return qr.q.evaluate(ctx, qr.q.nodes[i])
+	}
+	return qr.Querier.Select(ctx, sortSeries, hints, ms...)
+}
+
+// evaluate computes node n here or, for data this package does not
+// evaluate (native histograms), with Prometheus's engine.
+func (q *queryable) evaluate(ctx context.Context, n *node) storage.SeriesSet {
+	out, annos, err := evalNode(ctx, q.Queryable, n, q.grid)
+	if errors.Is(err, errUnsupported) {
+		q.e.fallbacks.Add(1)
+		out, annos, err = q.fallback(ctx, n)
+	} else {
+		q.e.evaluated.Add(1)
+	}
+	if err != nil {
+		return storage.ErrSeriesSet(err)
+	}
+	return &seriesSet{list: out, i: -1, warn: annos}
+}
+
+// fallback evaluates n with Prometheus's engine on the same grid.
+func (q *queryable) fallback(ctx context.Context, n *node) ([]synthSeries, annotations.Annotations, error) {
+	g := q.grid
+	qs := n.expr.String()
+	var (
+		qry promql.Query
+		err error
+	)
+	if g.step == 0 {
+		qry, err = q.e.fallback.NewInstantQuery(ctx, q.Queryable, q.qopts, qs, time.UnixMilli(g.start))
+	} else {
+		qry, err = q.e.fallback.NewRangeQuery(ctx, q.Queryable, q.qopts, qs, time.UnixMilli(g.start), time.UnixMilli(g.end), time.Duration(g.step)*time.Millisecond)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	defer qry.Close()
+	res := qry.Exec(ctx)
+	if res.Err != nil {
+		return nil, res.Warnings, res.Err
+	}
+	var mat promql.Matrix
+	switch v := res.Value.(type) {
+	case promql.Matrix:
+		mat = v
+	case promql.Vector:
+		for _, s := range v {
+			ps := promql.Series{Metric: s.Metric}
+			if s.H != nil {
+				ps.Histograms = []promql.HPoint{{T: g.start, H: s.H}}
+			} else {
+				ps.Floats = []promql.FPoint{{T: g.start, F: s.F}}
+			}
+			mat = append(mat, ps)
+		}
+	default:
+		return nil, res.Warnings, fmt.Errorf("pushdown: unexpected result type %s", res.Value.Type())
+	}
+	steps := g.steps()
+	out := make([]synthSeries, 0, len(mat))
+	stale := math.Float64frombits(value.StaleNaN)
+	for _, s := range mat {
+		pts := make([]point, steps)
+		for k := range pts {
+			pts[k] = point{t: g.start + int64(k)*g.step, f: stale}
+		}
+		at := func(t int64) int {
+			if g.step == 0 {
+				return 0
+			}
+			return int((t - g.start) / g.step)
+		}
+		for _, p := range s.Floats {
+			pts[at(p.T)].f = p.F
+		}
+		for _, p := range s.Histograms {
+			pts[at(p.T)] = point{t: p.T, h: p.H}
+		}
+		out = append(out, synthSeries{lset: s.Metric, points: pts})
+	}
+	return out, res.Warnings, nil
+}
+
+type seriesSet struct {
+	list []synthSeries
+	i    int
+	warn annotations.Annotations
+}
+
+func (s *seriesSet) Next() bool                        { s.i++; return s.i < len(s.list) }
+func (s *seriesSet) At() storage.Series                { return &s.list[s.i] }
+func (s *seriesSet) Err() error                        { return nil }
+func (s *seriesSet) Warnings() annotations.Annotations { return s.warn }
+
+func (s *synthSeries) Labels() labels.Labels { return s.lset }
+
+func (s *synthSeries) Iterator(reuse chunkenc.Iterator) chunkenc.Iterator {
+	if it, ok := reuse.(*pointIterator); ok {
+		*it = pointIterator{pts: s.points, i: -1}
+		return it
+	}
+	return &pointIterator{pts: s.points, i: -1}
+}
+
+// pointIterator iterates the points of a synthetic series.
+type pointIterator struct {
+	pts []point
+	i   int
+}
+
+func (it *pointIterator) typ() chunkenc.ValueType {
+	if it.i >= len(it.pts) {
+		return chunkenc.ValNone
+	}
+	if it.pts[it.i].h != nil {
+		return chunkenc.ValFloatHistogram
+	}
+	return chunkenc.ValFloat
+}
+
+func (it *pointIterator) Next() chunkenc.ValueType {
+	if it.i < len(it.pts) {
+		it.i++
+	}
+	return it.typ()
+}
+
+func (it *pointIterator) Seek(t int64) chunkenc.ValueType {
+	if it.i < 0 {
+		it.i = 0
+	}
+	for it.i < len(it.pts) && it.pts[it.i].t < t {
+		it.i++
+	}
+	return it.typ()
+}
+
+func (it *pointIterator) At() (int64, float64) { return it.pts[it.i].t, it.pts[it.i].f }
+
+func (it *pointIterator) AtHistogram(*histogram.Histogram) (int64, *histogram.Histogram) {
+	panic("pushdown: integer histograms are never produced")
+}
+
+func (it *pointIterator) AtFloatHistogram(fh *histogram.FloatHistogram) (int64, *histogram.FloatHistogram) {
+	p := it.pts[it.i]
+	if fh == nil {
+		return p.t, p.h.Copy()
+	}
+	p.h.CopyTo(fh)
+	return p.t, fh
+}
+
+func (it *pointIterator) AtT() int64  { return it.pts[it.i].t }
+func (it *pointIterator) AtST() int64 { return 0 }
+func (it *pointIterator) Err() error  { return nil }

@@ -1,0 +1,611 @@
+package pushdown
+
+import (
+	"context"
+	"errors"
+	"math"
+	"runtime"
+	"strings"
+	"sync"
+
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/value"
+	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+	"github.com/prometheus/prometheus/util/annotations"
+	"github.com/prometheus/prometheus/util/kahansum"
+)
+
+// errUnsupported reports data this package does not evaluate (native
+// histograms, start timestamps where the engine uses them): the engine
+// evaluates the node instead (see queryable.fallback).
+var errUnsupported = errors.New("pushdown: unsupported data")
+
+// grid is the evaluation time grid of a query: steps start, start+step, ...
+// up to end (milliseconds); step 0 is an instant query.
+type grid struct {
+	start, end, step int64
+	lookback         int64
+	maxSamples       int
+	workers          int
+	useST            bool // the engine reads start timestamps: series with them are not evaluated here
+}
+
+func (g grid) steps() int {
+	if g.step == 0 {
+		return 1
+	}
+	return int((g.end-g.start)/g.step) + 1
+}
+
+// point is one step of a synthetic series: a float, a histogram, or a stale
+// marker where the pushed-down expression has no value.
+type point struct {
+	t int64
+	f float64
+	h *histogram.FloatHistogram
+}
+
+// synthSeries is one output series of a pushed-down node.
+type synthSeries struct {
+	lset   labels.Labels
+	points []point
+}
+
+// acc accumulates one group at one step, the way the engine's
+// groupedAggregation does for floats.
+type acc struct {
+	v, c, mean, cnt float64
+	seen, incMean   bool
+}
+
+// groups maps input series to their aggregation group.
+type groups struct {
+	lsets []labels.Labels // group labels, in order of first appearance
+	of    []int32         // group of each input series
+}
+
+// evalNode evaluates n on q over g.
+func evalNode(ctx context.Context, q storage.Queryable, n *node, g grid) ([]synthSeries, annotations.Annotations, error) {
+	back := n.rng
+	if n.fn == "" {
+		back = g.lookback
+	}
+	mint, maxt := g.start-n.offset-back, g.end-n.offset
+	querier, err := q.Querier(mint, maxt)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer querier.Close()
+	hints := &storage.SelectHints{
+		Start: mint, End: maxt, Step: g.step, Range: n.rng,
+		Func: n.fn, Grouping: n.grouping, By: !n.without,
+	}
+	if n.fn == "" {
+		hints.Func = n.op.String()
+	}
+	ss := querier.Select(ctx, false, hints, n.sel.LabelMatchers...)
+	var (
+		series []storage.Series
+		gr     groups
+		index  = map[uint64]int32{}
+		buf    []byte
+		lb     = labels.NewBuilder(labels.EmptyLabels())
+	)
+	keep := n.grouping
+	if n.fn != "" && !n.without {
+		// Range functions drop the metric name before the aggregation sees it.
+		keep = slicesWithout(keep, labels.MetricName)
+	}
+	for ss.Next() {
+		s := ss.At()
+		ls := s.Labels()
+		var h uint64
+		switch {
+		case n.without:
+			h, buf = ls.HashWithoutLabels(buf, n.grouping...)
+		case len(keep) > 0:
+			h, buf = ls.HashForLabels(buf, keep...)
+		}
+		gi, ok := index[h]
+		if !ok {
+			gi = int32(len(gr.lsets))
+			index[h] = gi
+			gr.lsets = append(gr.lsets, groupLabels(lb, ls, n, keep))
+		}
+		series = append(series, s)
+		gr.of = append(gr.of, gi)
+	}
+	if err := ss.Err(); err != nil {
+		return nil, nil, err
+	}
+	annos := ss.Warnings()
+	steps := g.steps()
+	if len(gr.lsets)*steps > g.maxSamples {
+		return nil, annos, promql.ErrTooManySamples("query execution")
+	}
+	workers := min(g.workers, runtime.GOMAXPROCS(0))
+	if len(series) < 256 || len(gr.lsets)*steps > 1<<20 {
+		workers = 1
+	}
+	accs, wannos, err := run(ctx, series, gr, n, g, mint, maxt, workers)
+	if errors.Is(err, errMergeAvg) {
+		accs, wannos, err = run(ctx, series, gr, n, g, mint, maxt, 1)
+	}
+	if err != nil {
+		return nil, annos, err
+	}
+	annos.Merge(wannos)
+	out := collect(accs, gr, n.op, g)
+	if hasDuplicates(out) {
+		// Groups that differ only in labels the output drops (__type__,
+		// __unit__): the engine returns both, a selector cannot.
+		return nil, nil, errUnsupported
+	}
+	return out, annos, nil
+}
+
+// errMergeAvg reports that partial averages cannot be merged exactly (a
+// worker switched to the incremental mean): the node is evaluated again on
+// one worker.
+var errMergeAvg = errors.New("avg overflow: evaluate sequentially")
+
+// run evaluates the series on workers goroutines, each taking a contiguous
+// part of the series in order, and merges their accumulators in that order.
+func run(ctx context.Context, series []storage.Series, gr groups, n *node, g grid, mint, maxt int64, workers int) ([]acc, annotations.Annotations, error) {
+	steps := g.steps()
+	ws := make([]*worker, workers)
+	var wg sync.WaitGroup
+	per := (len(series) + workers - 1) / workers
+	for i := range ws {
+		lo, hi := min(i*per, len(series)), min((i+1)*per, len(series))
+		w := &worker{n: n, g: g, mint: mint, maxt: maxt, steps: steps, acc: make([]acc, len(gr.lsets)*steps)}
+		ws[i] = w
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.err = w.runSeries(ctx, series[lo:hi], gr.of[lo:hi])
+		}()
+	}
+	wg.Wait()
+	var annos annotations.Annotations
+	for _, w := range ws {
+		if w.err != nil {
+			return nil, nil, w.err
+		}
+		annos.Merge(w.annos)
+	}
+	out := ws[0].acc
+	for _, w := range ws[1:] {
+		for i := range out {
+			if err := merge(&out[i], &w.acc[i], n.op); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	return out, annos, nil
+}
+
+// worker evaluates a run of series into its own accumulators.
+type worker struct {
+	n          *node
+	g          grid
+	mint, maxt int64
+	steps      int
+	acc        []acc
+	annos      annotations.Annotations
+	err        error
+
+	it     chunkenc.Iterator
+	ts     []int64
+	vs     []float64
+	resets []int
+}
+
+func (w *worker) runSeries(ctx context.Context, series []storage.Series, of []int32) error {
+	for i, s := range series {
+		if i%128 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		if err := w.load(s); err != nil {
+			return err
+		}
+		acc := w.acc[int(of[i])*w.steps : int(of[i]+1)*w.steps]
+		var produced bool
+		if w.n.fn == "" {
+			produced = w.instant(acc)
+		} else {
+			produced = w.ranged(acc)
+		}
+		if produced && (w.n.fn == "rate" || w.n.fn == "increase") {
+			w.checkCounter(s.Labels())
+		}
+	}
+	return nil
+}
+
+// load reads the samples of s in (mint, maxt]; range functions skip stale
+// markers, as the engine's matrix selector does.
+func (w *worker) load(s storage.Series) error {
+	w.ts, w.vs = w.ts[:0], w.vs[:0]
+	w.it = s.Iterator(w.it)
+	it := w.it
+	vt := it.Seek(w.mint + 1)
+	for ; vt != chunkenc.ValNone; vt = it.Next() {
+		if vt != chunkenc.ValFloat || (w.g.useST && it.AtST() != 0) {
+			return errUnsupported
+		}
+		t, v := it.At()
+		if t > w.maxt {
+			break
+		}
+		if t <= w.mint || (w.n.fn != "" && value.IsStaleNaN(v)) {
+			continue
+		}
+		w.ts = append(w.ts, t)
+		w.vs = append(w.vs, v)
+	}
+	return it.Err()
+}
+
+// instant evaluates a bare selector at every step: the latest sample within
+// the lookback window, absent if it is a stale marker.
+func (w *worker) instant(acc []acc) bool {
+	var (
+		hi       int
+		produced bool
+		ts, vs   = w.ts, w.vs
+	)
+	for k := 0; k < w.steps; k++ {
+		ref := w.g.start + int64(k)*w.g.step - w.n.offset
+		for hi < len(ts) && ts[hi] <= ref {
+			hi++
+		}
+		j := hi - 1
+		if j < 0 || ts[j] <= ref-w.g.lookback || value.IsStaleNaN(vs[j]) {
+			continue
+		}
+		add(&acc[k], vs[j], w.n.op)
+		produced = true
+	}
+	return produced
+}
+
+// ranged evaluates the range function over the window (ref-range, ref] of
+// every step.
+func (w *worker) ranged(acc []acc) bool {
+	ts, vs := w.ts, w.vs
+	counter := w.n.fn == "rate" || w.n.fn == "increase"
+	if counter {
+		w.resets = w.resets[:0]
+		for i := 1; i < len(vs); i++ {
+			if vs[i] < vs[i-1] {
+				w.resets = append(w.resets, i)
+			}
+		}
+	}
+	need := 1
+	switch w.n.fn {
+	case "rate", "increase", "delta":
+		need = 2
+	}
+	var (
+		lo, hi, rp int
+		produced   bool
+	)
+	for k := 0; k < w.steps; k++ {
+		right := w.g.start + int64(k)*w.g.step - w.n.offset
+		left := right - w.n.rng
+		for lo < len(ts) && ts[lo] <= left {
+			lo++
+		}
+		hi = max(hi, lo)
+		for hi < len(ts) && ts[hi] <= right {
+			hi++
+		}
+		if hi-lo < need {
+			continue
+		}
+		var f float64
+		switch w.n.fn {
+		case "rate", "increase", "delta":
+			for rp < len(w.resets) && w.resets[rp] <= lo {
+				rp++
+			}
+			f = extrapolatedRate(ts[lo:hi], vs[lo:hi], w.resets[rp:], lo, hi, left, right, w.n.rng, counter, w.n.fn == "rate")
+		case "sum_over_time":
+			f = sumOverTime(vs[lo:hi])
+		case "avg_over_time":
+			f = avgOverTime(vs[lo:hi])
+		case "count_over_time":
+			f = float64(hi - lo)
+		case "min_over_time":
+			f = vs[lo]
+			for _, v := range vs[lo+1 : hi] {
+				if v < f || math.IsNaN(f) {
+					f = v
+				}
+			}
+		case "max_over_time":
+			f = vs[lo]
+			for _, v := range vs[lo+1 : hi] {
+				if v > f || math.IsNaN(f) {
+					f = v
+				}
+			}
+		case "last_over_time":
+			f = vs[hi-1]
+		}
+		add(&acc[k], f, w.n.op)
+		produced = true
+	}
+	return produced
+}
+
+// checkCounter adds the engine's info annotation for rate and increase of a
+// metric whose name does not say it is a counter.
+func (w *worker) checkCounter(ls labels.Labels) {
+	name := ls.Get(labels.MetricName)
+	if name == "" || strings.HasSuffix(name, "_total") || strings.HasSuffix(name, "_sum") ||
+		strings.HasSuffix(name, "_count") || strings.HasSuffix(name, "_bucket") {
+		return
+	}
+	w.annos.Add(annotations.NewPossibleNonCounterInfo(name, w.n.argPos))
+}
+
+// extrapolatedRate is Prometheus's extrapolatedRate for float samples
+// without start timestamps (promql/functions.go), on the window ts/vs, which
+// is [lo, hi) of the series; resets lists the series' counter resets from the
+// first one after lo.
+func extrapolatedRate(ts []int64, vs []float64, resets []int, lo, hi int, rangeStart, rangeEnd, rng int64, isCounter, isRate bool) float64 {
+	numSamplesMinusOne := len(ts) - 1
+	firstT, lastT := ts[0], ts[numSamplesMinusOne]
+	result := vs[numSamplesMinusOne] - vs[0]
+	if isCounter {
+		for _, r := range resets {
+			if r >= hi {
+				break
+			}
+			result += vs[r-1-lo]
+		}
+	}
+	durationToStart := float64(firstT-rangeStart) / 1000
+	durationToEnd := float64(rangeEnd-lastT) / 1000
+	sampledInterval := float64(lastT-firstT) / 1000
+	averageDurationBetweenSamples := sampledInterval / float64(numSamplesMinusOne)
+	extrapolationThreshold := averageDurationBetweenSamples * 1.1
+	if durationToStart >= extrapolationThreshold {
+		durationToStart = averageDurationBetweenSamples / 2
+	}
+	if isCounter {
+		durationToZero := durationToStart
+		if result > 0 && vs[0] >= 0 {
+			durationToZero = sampledInterval * (vs[0] / result)
+		}
+		if durationToZero < durationToStart {
+			durationToStart = durationToZero
+		}
+	}
+	if durationToEnd >= extrapolationThreshold {
+		durationToEnd = averageDurationBetweenSamples / 2
+	}
+	factor := 1.0
+	if sampledInterval != 0 {
+		factor = (sampledInterval + durationToStart + durationToEnd) / sampledInterval
+	}
+	if isRate {
+		factor /= float64(rng) / 1000
+	}
+	return result * factor
+}
+
+// sumOverTime is Prometheus's sum_over_time for floats.
+func sumOverTime(vs []float64) float64 {
+	var sum, c float64
+	for _, v := range vs {
+		sum, c = kahansum.Inc(v, sum, c)
+	}
+	if math.IsInf(sum, 0) {
+		return sum
+	}
+	return sum + c
+}
+
+// avgOverTime is Prometheus's avg_over_time for floats: a Kahan sum, switching
+// to the incremental mean if the sum overflows.
+func avgOverTime(vs []float64) float64 {
+	var (
+		sum, count   = vs[0], 1.
+		mean, kahanC float64
+		incremental  bool
+	)
+	for i, f := range vs[1:] {
+		count = float64(i + 2)
+		if !incremental {
+			newSum, newC := kahansum.Inc(f, sum, kahanC)
+			if !math.IsInf(newSum, 0) {
+				sum, kahanC = newSum, newC
+				continue
+			}
+			incremental = true
+			mean = sum / (count - 1)
+			kahanC /= count - 1
+		}
+		q := (count - 1) / count
+		mean, kahanC = kahansum.Inc(f/count, q*mean, q*kahanC)
+	}
+	if incremental {
+		return mean + kahanC
+	}
+	return sum/count + kahanC/count
+}
+
+// add folds f into a, as the engine's aggregation does for a float sample.
+func add(a *acc, f float64, op parser.ItemType) {
+	if !a.seen {
+		*a = acc{seen: true, v: f, mean: f, cnt: 1}
+		if op == parser.GROUP {
+			a.v = 1
+		}
+		return
+	}
+	switch op {
+	case parser.SUM:
+		a.v, a.c = kahansum.Inc(f, a.v, a.c)
+	case parser.AVG:
+		a.cnt++
+		if !a.incMean {
+			nv, nc := kahansum.Inc(f, a.v, a.c)
+			if !math.IsInf(nv, 0) {
+				a.v, a.c = nv, nc
+				return
+			}
+			a.incMean = true
+			a.mean = a.v / (a.cnt - 1)
+			a.c /= a.cnt - 1
+		}
+		q := (a.cnt - 1) / a.cnt
+		a.mean, a.c = kahansum.Inc(f/a.cnt, q*a.mean, q*a.c)
+	case parser.MAX:
+		if a.v < f || math.IsNaN(a.v) {
+			a.v = f
+		}
+	case parser.MIN:
+		if a.v > f || math.IsNaN(a.v) {
+			a.v = f
+		}
+	case parser.COUNT:
+		a.cnt++
+	}
+}
+
+// merge folds the accumulator of a later run of series, b, into a.
+func merge(a, b *acc, op parser.ItemType) error {
+	if !b.seen {
+		return nil
+	}
+	if !a.seen {
+		*a = *b
+		return nil
+	}
+	switch op {
+	case parser.SUM:
+		a.v, a.c = kahansum.Inc(b.v, a.v, a.c)
+		a.c += b.c
+	case parser.AVG:
+		if a.incMean || b.incMean {
+			return errMergeAvg
+		}
+		a.v, a.c = kahansum.Inc(b.v, a.v, a.c)
+		a.c += b.c
+		a.cnt += b.cnt
+		if math.IsInf(a.v, 0) {
+			return errMergeAvg
+		}
+	case parser.MAX:
+		if a.v < b.v || math.IsNaN(a.v) {
+			a.v = b.v
+		}
+	case parser.MIN:
+		if a.v > b.v || math.IsNaN(a.v) {
+			a.v = b.v
+		}
+	case parser.COUNT:
+		a.cnt += b.cnt
+	}
+	return nil
+}
+
+// final is the aggregation's value of a, as the engine computes it.
+func final(a *acc, op parser.ItemType) float64 {
+	switch op {
+	case parser.SUM:
+		return a.v + a.c
+	case parser.AVG:
+		if a.incMean {
+			return a.mean + a.c
+		}
+		return a.v/a.cnt + a.c/a.cnt
+	case parser.COUNT:
+		return a.cnt
+	}
+	return a.v
+}
+
+// collect turns the accumulators into one synthetic series per group that
+// has a value at some step, with stale markers at the other steps.
+func collect(accs []acc, gr groups, op parser.ItemType, g grid) []synthSeries {
+	steps := g.steps()
+	out := make([]synthSeries, 0, len(gr.lsets))
+	for gi, ls := range gr.lsets {
+		row := accs[gi*steps : (gi+1)*steps]
+		any := false
+		for k := range row {
+			if row[k].seen {
+				any = true
+				break
+			}
+		}
+		if !any {
+			continue
+		}
+		pts := make([]point, steps)
+		for k := range row {
+			pts[k].t = g.start + int64(k)*g.step
+			if row[k].seen {
+				pts[k].f = final(&row[k], op)
+			} else {
+				pts[k].f = math.Float64frombits(value.StaleNaN)
+			}
+		}
+		out = append(out, synthSeries{lset: ls, points: pts})
+	}
+	return out
+}
+
+// groupLabels returns the labels of the group of a series with labels ls, as
+// the engine's generateGroupingLabels does.
+func groupLabels(lb *labels.Builder, ls labels.Labels, n *node, keep []string) labels.Labels {
+	switch {
+	case n.without:
+		lb.Reset(ls)
+		lb.Del(n.grouping...)
+		lb.Del(labels.MetricName, "__type__", "__unit__")
+		return lb.Labels()
+	case len(keep) > 0:
+		lb.Reset(ls)
+		lb.Keep(keep...)
+		return lb.Labels()
+	}
+	return labels.EmptyLabels()
+}
+
+func hasDuplicates(out []synthSeries) bool {
+	if len(out) < 2 {
+		return false
+	}
+	seen := make(map[uint64]struct{}, len(out))
+	for _, s := range out {
+		h := s.lset.Hash()
+		if _, ok := seen[h]; ok {
+			return true
+		}
+		seen[h] = struct{}{}
+	}
+	return false
+}
+
+func slicesWithout(s []string, drop string) []string {
+	out := make([]string, 0, len(s))
+	for _, v := range s {
+		if v != drop {
+			out = append(out, v)
+		}
+	}
+	return out
+}
