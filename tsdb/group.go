@@ -10,6 +10,8 @@ import (
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
+
+	"github.com/tandem-tsdb/tandem/tsdb/encoding"
 )
 
 // soloRowsToUnalign is how many sealed rows a member may create alone, next to
@@ -306,7 +308,14 @@ func (g *group) lookup(s *memSeries, t int64) (float64, bool) {
 // snapshot captures member s's data overlapping [mint, maxt]; called with g.mu
 // held. Frozen chunks are shared; the chunk being built and open rows are copied.
 func (g *group) snapshot(s *memSeries, mint, maxt int64) *seriesData {
-	d := &seriesData{mint: mint, maxt: maxt}
+	return g.snapshotShared(s, mint, maxt, nil)
+}
+
+// snapshotShared is snapshot with the group's timestamps shared through sc
+// (nil: nothing shared) by the snapshots of one query: each chunk's
+// timestamp column is decoded once, not once per series.
+func (g *group) snapshotShared(s *memSeries, mint, maxt int64, sc *snapCache) *seriesData {
+	d := &seriesData{mint: mint, maxt: maxt, sc: sc}
 	if s.removed {
 		return d // GC removed it; its column may belong to another series now
 	}
@@ -389,6 +398,7 @@ func (s *memSeries) addLate(t int64, v float64) {
 // that lagged and caught up), so iterators merge them.
 type seriesData struct {
 	mint, maxt int64
+	sc         *snapCache // shared decoded timestamps; nil when not shared
 	parts      []part
 	own        []part
 	late       []Sample // accepted out of order, sorted (copied)
@@ -398,7 +408,44 @@ type seriesData struct {
 type part struct {
 	c       *chunk
 	col     int
+	tss     []int64 // the chunk's timestamps decoded, when shared; else nil
 	samples []Sample
+}
+
+// snapCache holds what the snapshots of one query share within a group: the
+// decoded timestamps of its chunks and one copy of the chunk being built.
+// It is filled under the group's lock and read-only afterwards.
+type snapCache struct {
+	ts       map[*chunk][]int64
+	building *chunkBuilder // the builder the copy below was taken of
+	bts      []byte        // its timestamp column, copied once
+	btss     []int64
+}
+
+func newSnapCache() *snapCache { return &snapCache{ts: map[*chunk][]int64{}} }
+
+// timestamps returns the decoded timestamps of c, decoding them once; nil if
+// they do not decode (the iterator then reports the error).
+func (sc *snapCache) timestamps(c *chunk) []int64 {
+	if tss, ok := sc.ts[c]; ok {
+		return tss
+	}
+	tss := decodeTimestamps(c.ts, c.rows)
+	sc.ts[c] = tss
+	return tss
+}
+
+func decodeTimestamps(b []byte, rows int) []int64 {
+	var d encoding.TSDecoder
+	d.Reset(b, rows)
+	tss := make([]int64, 0, rows)
+	for d.Next() {
+		tss = append(tss, d.At())
+	}
+	if d.Err() != nil || len(tss) != rows {
+		return nil
+	}
+	return tss
 }
 
 func (d *seriesData) add(parts []part, tb *table, c int) []part {
@@ -406,10 +453,23 @@ func (d *seriesData) add(parts []part, tb *table, c int) []part {
 		if ch.maxT < d.mint || ch.minT > d.maxt || ch.col(c) == nil {
 			continue
 		}
-		parts = append(parts, part{c: ch, col: c})
+		p := part{c: ch, col: c}
+		if d.sc != nil && tb.ncols > 1 {
+			p.tss = d.sc.timestamps(ch)
+		}
+		parts = append(parts, p)
 	}
 	if b := tb.building; b != nil && b.maxT >= d.mint && b.minT <= d.maxt {
-		if ch := b.snapshotCol(c); ch != nil {
+		if d.sc != nil && tb.ncols > 1 {
+			sc := d.sc
+			if sc.building != b {
+				sc.building, sc.bts = b, slices.Clone(b.ts.Bytes())
+				sc.btss = decodeTimestamps(sc.bts, b.rows)
+			}
+			if ch := b.snapshotColTS(c, sc.bts); ch != nil {
+				parts = append(parts, part{c: ch, col: 0, tss: sc.btss})
+			}
+		} else if ch := b.snapshotCol(c); ch != nil {
 			parts = append(parts, part{c: ch, col: 0})
 		}
 	}

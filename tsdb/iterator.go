@@ -25,6 +25,7 @@ type partIterator struct {
 
 	// Current chunk part.
 	ts      encoding.TSDecoder
+	tss     []int64 // the part's decoded timestamps, when shared; else ts decodes them
 	vals    valDecoder
 	col     *colData
 	bits    []uint64 // the column's presence bitmap; nil when contiguous
@@ -59,7 +60,10 @@ func (it *partIterator) openPart(p int) bool {
 		return it.openPart(p + 1)
 	}
 	it.inChunk = true
-	it.ts.Reset(pt.c.ts, pt.c.rows)
+	it.tss = pt.tss
+	if it.tss == nil {
+		it.ts.Reset(pt.c.ts, pt.c.rows)
+	}
 	it.vals.reset(pt.c, it.col)
 	it.bits = pt.c.presence(it.col)
 	it.row = 0
@@ -174,7 +178,15 @@ func (it *partIterator) step() bool {
 				it.done = true
 				return false
 			}
-			for it.row <= r {
+			if it.tss != nil {
+				if r >= len(it.tss) {
+					it.err = errCorruptPresence
+					it.done = true
+					return false
+				}
+				it.t = it.tss[r]
+			}
+			for it.tss == nil && it.row <= r {
 				if !it.ts.Next() {
 					it.err = it.ts.Err()
 					if it.err == nil {
@@ -193,7 +205,10 @@ func (it *partIterator) step() bool {
 				it.done = true
 				return false
 			}
-			it.t, it.v = it.ts.At(), it.vals.at()
+			if it.tss == nil {
+				it.t = it.ts.At()
+			}
+			it.v = it.vals.at()
 			it.next = r + 1
 			it.left--
 			return true

@@ -57,9 +57,14 @@ func (q *querier) Select(ctx context.Context, sortSeries bool, hints *storage.Se
 			return storage.ErrSeriesSet(err)
 		}
 		g := list[i].g
+		// Several members of one group share its decoded timestamps.
+		var shared *snapCache
+		if i+1 < len(list) && list[i+1].g == g {
+			shared = newSnapCache()
+		}
 		g.mu.Lock()
 		for ; i < len(list) && list[i].g == g; i++ {
-			if d := g.snapshot(list[i], mint, maxt); !d.empty() {
+			if d := g.snapshotShared(list[i], mint, maxt, shared); !d.empty() {
 				out = append(out, &headSeries{lset: list[i].lset, d: d})
 			}
 		}

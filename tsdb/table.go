@@ -316,7 +316,16 @@ func (b *chunkBuilder) snapshotCol(c int) *chunk {
 	if c >= len(b.cols) || b.cols[c] == nil {
 		return nil
 	}
-	ch := &chunk{minT: b.minT, maxT: b.maxT, rows: b.rows, ts: slices.Clone(b.ts.Bytes())}
+	return b.snapshotColTS(c, slices.Clone(b.ts.Bytes()))
+}
+
+// snapshotColTS is snapshotCol with the timestamp column already copied
+// (ts, shared by the snapshots of several columns).
+func (b *chunkBuilder) snapshotColTS(c int, ts []byte) *chunk {
+	if c >= len(b.cols) || b.cols[c] == nil {
+		return nil
+	}
+	ch := &chunk{minT: b.minT, maxT: b.maxT, rows: b.rows, ts: ts}
 	ch.cols = []colData{ch.addCol(b.cols[c], nil)}
 	return ch
 }
