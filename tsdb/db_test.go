@@ -191,11 +191,19 @@ func (s flushingStorage) Querier(mint, maxt int64) (storage.Querier, error) {
 // TestPromQLAcceptanceBlocks runs the acceptance suite with the data flushed
 // to blocks before the queries run.
 func TestPromQLAcceptanceBlocks(t *testing.T) {
-	runAcceptance(t, func(tb testing.TB) storage.Storage {
-		db := openDB(tb, tb.(interface{ TempDir() string }).TempDir(), nil)
-		tb.Cleanup(func() { db.Close() })
-		return flushingStorage{DB: db, t: tb}
-	}, knownFailuresBlocks())
+	runAcceptance(t, nil, newFlushingStorage, knownFailuresBlocks())
+}
+
+// TestPromQLAcceptanceBlocksPushdown runs the suite through tandem's query
+// engine (with push-down) over blocks.
+func TestPromQLAcceptanceBlocksPushdown(t *testing.T) {
+	runAcceptance(t, pushdownEngine(t), newFlushingStorage, knownFailuresBlocks())
+}
+
+func newFlushingStorage(tb testing.TB) storage.Storage {
+	db := openDB(tb, tb.(interface{ TempDir() string }).TempDir(), nil)
+	tb.Cleanup(func() { db.Close() })
+	return flushingStorage{DB: db, t: tb}
 }
 
 // TestDBQueriesDuringFlush: queries running while ranges move from the head

@@ -8,9 +8,14 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/promql/promqltest"
 	"github.com/prometheus/prometheus/storage"
+
+	"github.com/tandem-tsdb/tandem/promql/pushdown"
 )
 
 func newTestHead(tb testing.TB) *Head {
@@ -83,7 +88,37 @@ func splitSections(content string) (names []int, sections []string) {
 // TestPromQLAcceptance runs Prometheus's PromQL test suite (promqltest's
 // builtin files) against tandem's head, section by section.
 func TestPromQLAcceptance(t *testing.T) {
-	runAcceptance(t, func(tb testing.TB) storage.Storage { return newTestHead(tb) }, knownFailures)
+	runAcceptance(t, nil, func(tb testing.TB) storage.Storage { return newTestHead(tb) }, knownFailures)
+}
+
+// pushdownEngine is tandem's query engine (package pushdown) with the
+// options of promqltest's test engine and two workers per subexpression, so
+// the concurrent iteration of tandem's series is exercised.
+func pushdownEngine(t *testing.T) *pushdown.Engine {
+	e := pushdown.NewEngine(promql.EngineOpts{
+		MaxSamples:               promqltest.DefaultMaxSamplesPerQuery,
+		Timeout:                  100 * time.Second,
+		NoStepSubqueryIntervalFn: func(int64) int64 { return time.Minute.Milliseconds() },
+		EnableAtModifier:         true,
+		EnableNegativeOffset:     true,
+		EnableDelayedNameRemoval: true,
+		UseStartTimestamps:       true,
+		Parser:                   parser.NewParser(promqltest.TestParserOpts),
+	}, pushdown.Options{Workers: 2})
+	t.Cleanup(func() {
+		evaluated, fallbacks := e.Counts()
+		t.Logf("push-down: %d subexpressions evaluated, %d handed back to the engine", evaluated, fallbacks)
+		if evaluated < 150 {
+			t.Errorf("only %d subexpressions were pushed down: the suite no longer exercises the push-down", evaluated)
+		}
+	})
+	return e
+}
+
+// TestPromQLAcceptancePushdown runs the suite through tandem's query engine
+// (with push-down) over tandem's head.
+func TestPromQLAcceptancePushdown(t *testing.T) {
+	runAcceptance(t, pushdownEngine(t), func(tb testing.TB) storage.Storage { return newTestHead(tb) }, knownFailures)
 }
 
 // knownFailuresBlocks are the sections that fail when the data is read from
@@ -101,13 +136,16 @@ func knownFailuresBlocks() map[string]string {
 
 const reasonLoadAfterFlush = "loads data older than what an earlier query flushed to blocks (refused as too old until the out-of-order issue)"
 
-func runAcceptance(t *testing.T, newStorage func(testing.TB) storage.Storage, knownFailures map[string]string) {
+// runAcceptance runs the suite with engine (nil: Prometheus's test engine).
+func runAcceptance(t *testing.T, engine promql.QueryEngine, newStorage func(testing.TB) storage.Storage, knownFailures map[string]string) {
 	dir := promqlTestdata(t)
 	files, err := filepath.Glob(filepath.Join(dir, "*.test"))
 	if err != nil || len(files) < 20 {
 		t.Fatalf("expected the builtin test files in %s, found %d (%v)", dir, len(files), err)
 	}
-	engine := promqltest.NewTestEngine(t, false, 0, promqltest.DefaultMaxSamplesPerQuery)
+	if engine == nil {
+		engine = promqltest.NewTestEngine(t, false, 0, promqltest.DefaultMaxSamplesPerQuery)
+	}
 	var passed, failedKnown int
 	var evals int
 	seen := map[string]bool{}
