@@ -9,6 +9,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	prompromql "github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/util/features"
@@ -68,7 +69,20 @@ func NewEngine(opts APIOptions) prompromql.QueryEngine {
 	if opts.DisablePushdown {
 		return prompromql.NewEngine(eo)
 	}
-	return pushdown.NewEngine(eo, pushdown.Options{Workers: opts.PushdownWorkers})
+	e := pushdown.NewEngine(eo, pushdown.Options{Workers: opts.PushdownWorkers})
+	if opts.Registerer != nil {
+		for outcome, read := range map[string]func() float64{
+			"evaluated": func() float64 { n, _ := e.Counts(); return float64(n) },
+			"fallback":  func() float64 { _, n := e.Counts(); return float64(n) },
+		} {
+			opts.Registerer.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name:        "tandem_query_pushdown_total",
+				Help:        "Aggregations evaluated by tandem's push-down (evaluated) or, because of their data, by Prometheus's engine (fallback).",
+				ConstLabels: prometheus.Labels{"outcome": outcome},
+			}, read))
+		}
+	}
+	return e
 }
 
 // registerEngineFeatures records in reg the features an engine built by

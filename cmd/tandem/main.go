@@ -72,6 +72,7 @@ type config struct {
 	lookback      time.Duration
 	queryTimeout  time.Duration
 	maxSamples    int
+	pushdown      bool
 	maxQueries    int
 	logLevel      string
 	logFormat     string
@@ -148,6 +149,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	durationVar(fs, &c.queryTimeout, "query.timeout", 2*time.Minute, "Maximum time a query may take.")
 	fs.IntVar(&c.maxSamples, "query.max-samples", 50_000_000, "Maximum samples a query may load into memory.")
 	fs.IntVar(&c.maxQueries, "query.max-concurrency", 20, "Maximum queries executed concurrently.")
+	fs.BoolVar(&c.pushdown, "query.pushdown", true, "Evaluate aggregations of selectors and of range functions (sum by(x)(rate(m[5m])), ...) in one pass over the storage on all cores, the rest of the query with Prometheus's engine; false leaves every query to Prometheus's engine.")
 	fs.StringVar(&c.logLevel, "log.level", "info", "Log level: debug, info, warn, error.")
 	fs.IntVar(&c.gogc, "runtime.gogc", 50, "Go garbage collector target percentage (GOGC): lower keeps the heap closer to its live size at some CPU cost; the GOGC environment variable, when set, takes precedence; -1 disables the collector.")
 	fs.StringVar(&c.logFormat, "log.format", "text", "Log format: text or json.")
@@ -535,6 +537,7 @@ func runServer(c *config, logger *slog.Logger) error {
 				Queryable: h, Metadata: headMetadata{h}, Stats: h, Ready: h.Ready,
 				Logger: logger, Registerer: reg, Gatherer: reg,
 				LookbackDelta: c.lookback, QueryTimeout: c.queryTimeout, MaxSamples: c.maxSamples,
+				DisablePushdown:      !c.pushdown,
 				MaxConcurrentQueries: c.maxQueries,
 				Version:              version, Revision: revision, Branch: branch, BuildDate: buildDate,
 				StartTime: h.StartTime,
