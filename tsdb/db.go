@@ -368,7 +368,7 @@ func (db *DB) Querier(mint, maxt int64) (storage.Querier, error) {
 	hq = &closeHook{Querier: hq, done: done}
 	var q storage.Querier = hq
 	if len(qs) > 0 {
-		q = storage.NewMergeQuerier(append(qs, hq), nil, storage.ChainedSeriesMerge)
+		q = storage.NewMergeQuerier(append(qs, hq), nil, mergeSeries)
 	}
 	if !db.tombs.empty() {
 		q = &tombstoneQuerier{Querier: q, ts: db.tombs}

@@ -3,10 +3,13 @@ package pushdown
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
@@ -87,6 +90,7 @@ func evalNode(ctx context.Context, q storage.Queryable, n *node, g grid) ([]synt
 	if n.fn == "" {
 		hints.Func = n.op.String()
 	}
+	t0 := time.Now()
 	ss := querier.Select(ctx, false, hints, n.sel.LabelMatchers...)
 	var (
 		series []storage.Series
@@ -100,9 +104,23 @@ func evalNode(ctx context.Context, q storage.Queryable, n *node, g grid) ([]synt
 		// Range functions drop the metric name before the aggregation sees it.
 		keep = slicesWithout(keep, labels.MetricName)
 	}
+	// A range function drops the metric name: series that differ only in it
+	// collide, which the engine resolves (merging or failing) itself.
+	var nameless map[uint64]struct{}
+	if n.fn != "" && !hasNameEquality(n.sel) {
+		nameless = map[uint64]struct{}{}
+	}
 	for ss.Next() {
 		s := ss.At()
 		ls := s.Labels()
+		if nameless != nil {
+			var h uint64
+			h, buf = ls.HashWithoutLabels(buf)
+			if _, dup := nameless[h]; dup {
+				return nil, nil, errUnsupported
+			}
+			nameless[h] = struct{}{}
+		}
 		var h uint64
 		switch {
 		case n.without:
@@ -131,7 +149,11 @@ func evalNode(ctx context.Context, q storage.Queryable, n *node, g grid) ([]synt
 	if len(series) < 256 || len(gr.lsets)*steps > 1<<20 {
 		workers = 1
 	}
+	t1 := time.Now()
 	accs, wannos, err := run(ctx, series, gr, n, g, mint, maxt, workers)
+	if debugTiming {
+		fmt.Fprintf(os.Stderr, "select %v run %v series %d workers %d\n", t1.Sub(t0), time.Since(t1), len(series), workers)
+	}
 	if errors.Is(err, errMergeAvg) {
 		accs, wannos, err = run(ctx, series, gr, n, g, mint, maxt, 1)
 	}
@@ -233,6 +255,14 @@ func (w *worker) runSeries(ctx context.Context, series []storage.Series, of []in
 // markers, as the engine's matrix selector does.
 func (w *worker) load(s storage.Series) error {
 	w.ts, w.vs = w.ts[:0], w.vs[:0]
+	if fa, ok := s.(floatAppender); ok {
+		var err error
+		w.ts, w.vs, err = fa.AppendFloats(w.ts, w.vs, w.mint+1, w.maxt)
+		if w.n.fn != "" {
+			w.dropStale()
+		}
+		return err
+	}
 	w.it = s.Iterator(w.it)
 	it := w.it
 	vt := it.Seek(w.mint + 1)
@@ -251,6 +281,26 @@ func (w *worker) load(s storage.Series) error {
 		w.vs = append(w.vs, v)
 	}
 	return it.Err()
+}
+
+// dropStale removes stale markers from the loaded samples.
+func (w *worker) dropStale() {
+	j := 0
+	for i, v := range w.vs {
+		if value.IsStaleNaN(v) {
+			continue
+		}
+		w.ts[j], w.vs[j] = w.ts[i], v
+		j++
+	}
+	w.ts, w.vs = w.ts[:j], w.vs[:j]
+}
+
+// floatAppender is implemented by series of storages (tandem's) that append
+// their float samples in [mint, maxt] to slices faster than an iterator
+// yields them; it has no native histograms to report.
+type floatAppender interface {
+	AppendFloats(ts []int64, vs []float64, mint, maxt int64) ([]int64, []float64, error)
 }
 
 // instant evaluates a bare selector at every step: the latest sample within
@@ -585,6 +635,16 @@ func groupLabels(lb *labels.Builder, ls labels.Labels, n *node, keep []string) l
 	return labels.EmptyLabels()
 }
 
+// hasNameEquality reports whether vs selects a single metric name.
+func hasNameEquality(vs *parser.VectorSelector) bool {
+	for _, m := range vs.LabelMatchers {
+		if m.Name == labels.MetricName && m.Type == labels.MatchEqual {
+			return true
+		}
+	}
+	return false
+}
+
 func hasDuplicates(out []synthSeries) bool {
 	if len(out) < 2 {
 		return false
@@ -609,3 +669,5 @@ func slicesWithout(s []string, drop string) []string {
 	}
 	return out
 }
+
+var debugTiming = os.Getenv("PUSHDOWN_DEBUG") != ""

@@ -224,3 +224,21 @@ func (it *Iterator) AtST() int64 { return 0 }
 
 // Err returns the error that stopped iteration, naming the file.
 func (it *Iterator) Err() error { return it.err }
+
+// AppendFloats appends the remaining samples of a fresh iterator to ts and vs:
+// a series with one table is read cursor by cursor without merging.
+func (it *Iterator) AppendFloats(ts []int64, vs []float64) ([]int64, []float64, error) {
+	if it.err == nil && !it.started && len(it.curs) == 1 {
+		it.started = true
+		c := &it.curs[0]
+		for it.advance(c, it.mint) {
+			ts, vs = append(ts, c.t), append(vs, c.v)
+		}
+		it.cur = -1
+		return ts, vs, it.err
+	}
+	for it.Next() != chunkenc.ValNone {
+		ts, vs = append(ts, it.t), append(vs, it.v)
+	}
+	return ts, vs, it.err
+}

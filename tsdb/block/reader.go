@@ -40,6 +40,7 @@ type Block struct {
 	ngroups    int
 	names      []nameEntry
 	verified   sync.Map // chunk offset → struct{}: CRC already checked
+	groupMetas sync.Map // group → [][]chunkMeta: chunk lists of groups with many members, parsed once
 
 	// exemplars is the mmapped exemplars file, nil when the block has none.
 	exemplars         []byte
@@ -342,6 +343,17 @@ func (b *Block) series(id uint32, lb *labels.ScratchBuilder, tables []memberTabl
 
 // groupChunks appends the chunks [first, last] of table t of group g to dst.
 func (b *Block) groupChunks(g, t, first, last int, dst []chunkMeta) ([]chunkMeta, error) {
+	if v, ok := b.groupMetas.Load(g); ok {
+		tables := v.([][]chunkMeta)
+		if t >= len(tables) {
+			return dst, fmt.Errorf("%s: group %d: table %d of %d: %w", b.indexPath, g, t, len(tables), ErrCorrupt)
+		}
+		cms := tables[t]
+		if first < 0 || last >= len(cms) || first > last {
+			return dst, nil
+		}
+		return append(dst, cms[first:last+1]...), nil
+	}
 	rec, err := record(b.sec[secGroups], b.ngroups, g)
 	if err != nil {
 		return dst, fmt.Errorf("%s: group %d: %w", b.indexPath, g, err)
@@ -356,23 +368,41 @@ func (b *Block) groupChunks(g, t, first, last int, dst []chunkMeta) ([]chunkMeta
 	if d.err == nil && t >= nt {
 		return dst, fmt.Errorf("%s: group %d: table %d of %d: %w", b.indexPath, g, t, nt, ErrCorrupt)
 	}
-	for ti := 0; ti <= t && d.err == nil; ti++ {
+	// The members of a large group read the same record: parse it once.
+	cache := nm >= groupMetasMinMembers
+	var tables [][]chunkMeta
+	for ti := 0; (ti <= t || cache && ti < nt) && d.err == nil; ti++ {
 		nc := d.uvarintInt(len(rec))
 		var off uint64
+		var cms []chunkMeta
 		for ci := 0; ci < nc && d.err == nil; ci++ {
 			minT := d.varint()
 			span := d.uvarint()
 			off += d.uvarint()
+			cm := chunkMeta{minT: minT, maxT: minT + int64(span), off: off}
 			if ti == t && ci >= first && ci <= last {
-				dst = append(dst, chunkMeta{minT: minT, maxT: minT + int64(span), off: off})
+				dst = append(dst, cm)
 			}
+			if cache {
+				cms = append(cms, cm)
+			}
+		}
+		if cache {
+			tables = append(tables, cms)
 		}
 	}
 	if d.err != nil {
 		return dst, fmt.Errorf("%s: group %d: %w: %w", b.indexPath, g, d.err, ErrCorrupt)
 	}
+	if cache {
+		b.groupMetas.Store(g, tables)
+	}
 	return dst, nil
 }
+
+// groupMetasMinMembers is the group size from which a group's chunk lists
+// are parsed once and kept (see Block.groupChunks).
+const groupMetasMinMembers = 16
 
 // groupInfo decodes group g's key, member series ids and table count.
 func (b *Block) groupInfo(g int) (key string, members []uint32, tables [][]chunkMeta, err error) {
