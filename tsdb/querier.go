@@ -2,8 +2,10 @@ package tsdb
 
 import (
 	"context"
+	"runtime"
 	"slices"
 	"sort"
+	"sync"
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
@@ -51,10 +53,76 @@ func (q *querier) Select(ctx context.Context, sortSeries bool, hints *storage.Se
 		}
 		return 1
 	})
+	out, err := snapshotAll(ctx, list, mint, maxt)
+	if err != nil {
+		return storage.ErrSeriesSet(err)
+	}
+	if sortSeries || limit > 0 {
+		sort.Slice(out, func(i, j int) bool { return labels.Compare(out[i].lset, out[j].lset) < 0 })
+	}
+	var warn annotations.Annotations
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+		warn.Add(errLimitTruncated)
+	}
+	return &seriesSet{list: out, i: -1, warn: warn}
+}
+
+// parallelSnapshotMin is the selection size from which snapshots are taken
+// on several goroutines, each a run of whole groups.
+const parallelSnapshotMin = 4096
+
+// snapshotAll snapshots list (sorted by group) in that order, group by group
+// under each group's lock.
+func snapshotAll(ctx context.Context, list []*memSeries, mint, maxt int64) ([]*headSeries, error) {
+	p := runtime.GOMAXPROCS(0)
+	if p < 2 || len(list) < parallelSnapshotMin {
+		return snapshotRun(ctx, list, mint, maxt)
+	}
+	p = min(p, 4)
+	// Cut at group boundaries near equal shares.
+	var cuts []int
+	for k := 1; k < p; k++ {
+		c := max(k*len(list)/p, 1)
+		for c < len(list) && list[c].g == list[c-1].g {
+			c++
+		}
+		if c < len(list) && (len(cuts) == 0 || c > cuts[len(cuts)-1]) {
+			cuts = append(cuts, c)
+		}
+	}
+	bounds := append(append([]int{0}, cuts...), len(list))
+	parts := make([][]*headSeries, len(bounds)-1)
+	errs := make([]error, len(parts))
+	var wg sync.WaitGroup
+	for i := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			parts[i], errs[i] = snapshotRun(ctx, list[bounds[i]:bounds[i+1]], mint, maxt)
+		}()
+	}
+	wg.Wait()
+	n := 0
+	for i := range parts {
+		if errs[i] != nil {
+			return nil, errs[i]
+		}
+		n += len(parts[i])
+	}
+	out := make([]*headSeries, 0, n)
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out, nil
+}
+
+// snapshotRun snapshots list (sorted by group), one lock acquisition per group.
+func snapshotRun(ctx context.Context, list []*memSeries, mint, maxt int64) ([]*headSeries, error) {
 	out := make([]*headSeries, 0, len(list))
 	for i := 0; i < len(list); {
 		if err := ctx.Err(); err != nil {
-			return storage.ErrSeriesSet(err)
+			return nil, err
 		}
 		g := list[i].g
 		// Several members of one group share its decoded timestamps.
@@ -70,15 +138,7 @@ func (q *querier) Select(ctx context.Context, sortSeries bool, hints *storage.Se
 		}
 		g.mu.Unlock()
 	}
-	if sortSeries || limit > 0 {
-		sort.Slice(out, func(i, j int) bool { return labels.Compare(out[i].lset, out[j].lset) < 0 })
-	}
-	var warn annotations.Annotations
-	if limit > 0 && len(out) > limit {
-		out = out[:limit]
-		warn.Add(errLimitTruncated)
-	}
-	return &seriesSet{list: out, i: -1, warn: warn}
+	return out, nil
 }
 
 var errLimitTruncated = limitError("results truncated due to limit")

@@ -3,13 +3,10 @@ package pushdown
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
-	"os"
 	"runtime"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
@@ -90,7 +87,6 @@ func evalNode(ctx context.Context, q storage.Queryable, n *node, g grid) ([]synt
 	if n.fn == "" {
 		hints.Func = n.op.String()
 	}
-	t0 := time.Now()
 	ss := querier.Select(ctx, false, hints, n.sel.LabelMatchers...)
 	var (
 		series []storage.Series
@@ -149,11 +145,7 @@ func evalNode(ctx context.Context, q storage.Queryable, n *node, g grid) ([]synt
 	if len(series) < 256 || len(gr.lsets)*steps > 1<<20 {
 		workers = 1
 	}
-	t1 := time.Now()
 	accs, wannos, err := run(ctx, series, gr, n, g, mint, maxt, workers)
-	if debugTiming {
-		fmt.Fprintf(os.Stderr, "select %v run %v series %d workers %d\n", t1.Sub(t0), time.Since(t1), len(series), workers)
-	}
 	if errors.Is(err, errMergeAvg) {
 		accs, wannos, err = run(ctx, series, gr, n, g, mint, maxt, 1)
 	}
@@ -669,5 +661,3 @@ func slicesWithout(s []string, drop string) []string {
 	}
 	return out
 }
-
-var debugTiming = os.Getenv("PUSHDOWN_DEBUG") != ""
