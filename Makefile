@@ -63,6 +63,7 @@ bench-micro:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime=5x ./tsdb/ ./tsdb/block/
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime=3x ./remote/
 	$(GO) test -run '^$$' -bench . -benchmem ./tsdb/encoding/ ./tsdb/record/
+	$(GO) test -run '^$$' -bench BenchmarkQueries -benchmem -benchtime=10x ./promql/pushdown/
 
 ## bench-peers: build the pinned peers once into $(BIN_DIR) (Prometheus takes several minutes).
 bench-peers:

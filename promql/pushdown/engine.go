@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -138,7 +139,7 @@ func (e *Engine) newQuery(ctx context.Context, q storage.Queryable, opts promql.
 	g.maxSamples = e.max
 	g.workers = e.workers
 	g.useST = e.useST
-	pq := &queryable{Queryable: q, e: e, nodes: nodes, grid: g, qopts: opts}
+	pq := &queryable{Queryable: q, e: e, nodes: nodes, grid: g, qopts: opts, query: qs}
 	// The queryable answers the synthetic selectors even when this query is
 	// not rewritten: a concurrent query with the same text may have the
 	// parser rewrite it.
@@ -190,6 +191,7 @@ type queryable struct {
 	nodes []*node
 	grid  grid
 	qopts promql.QueryOpts
+	query string // the query's text, for the positions of the fallback's annotations
 }
 
 func (q *queryable) Querier(mint, maxt int64) (storage.Querier, error) {
@@ -235,7 +237,13 @@ func (q *queryable) evaluate(ctx context.Context, n *node) storage.SeriesSet {
 // fallback evaluates n with Prometheus's engine on the same grid.
 func (q *queryable) fallback(ctx context.Context, n *node) ([]synthSeries, annotations.Annotations, error) {
 	g := q.grid
+	// The node's own text at its own offset, so that the positions in the
+	// engine's annotations are those of the whole query.
+	pr := n.expr.PositionRange()
 	qs := n.expr.String()
+	if int(pr.Start) >= 0 && int(pr.End) <= len(q.query) && pr.Start < pr.End {
+		qs = strings.Repeat(" ", int(pr.Start)) + q.query[pr.Start:pr.End]
+	}
 	var (
 		qry promql.Query
 		err error

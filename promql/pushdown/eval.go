@@ -58,9 +58,14 @@ type synthSeries struct {
 // acc accumulates one group at one step, the way the engine's
 // groupedAggregation does for floats.
 type acc struct {
-	v, c, mean, cnt float64
-	seen, incMean   bool
+	v, c, mean, cnt    float64
+	seen, incMean, big bool // big: a value or sum near overflow was seen
 }
+
+// bigSum is the magnitude from which partial sums of several workers may
+// overflow differently than one sum in series order: such nodes are
+// evaluated again on one worker.
+const bigSum = math.MaxFloat64 / (1 << 20)
 
 // groups maps input series to their aggregation group.
 type groups struct {
@@ -146,7 +151,7 @@ func evalNode(ctx context.Context, q storage.Queryable, n *node, g grid) ([]synt
 		workers = 1
 	}
 	accs, wannos, err := run(ctx, series, gr, n, g, mint, maxt, workers)
-	if errors.Is(err, errMergeAvg) {
+	if errors.Is(err, errSequential) {
 		accs, wannos, err = run(ctx, series, gr, n, g, mint, maxt, 1)
 	}
 	if err != nil {
@@ -162,10 +167,10 @@ func evalNode(ctx context.Context, q storage.Queryable, n *node, g grid) ([]synt
 	return out, annos, nil
 }
 
-// errMergeAvg reports that partial averages cannot be merged exactly (a
-// worker switched to the incremental mean): the node is evaluated again on
-// one worker.
-var errMergeAvg = errors.New("avg overflow: evaluate sequentially")
+// errSequential reports that the workers' partial sums cannot be merged as
+// the engine would sum (values near overflow, or an average switched to the
+// incremental mean): the node is evaluated again on one worker.
+var errSequential = errors.New("sums near overflow: evaluate sequentially")
 
 // run evaluates the series on workers goroutines, each taking a contiguous
 // part of the series in order, and merges their accumulators in that order.
@@ -490,11 +495,14 @@ func avgOverTime(vs []float64) float64 {
 // add folds f into a, as the engine's aggregation does for a float sample.
 func add(a *acc, f float64, op parser.ItemType) {
 	if !a.seen {
-		*a = acc{seen: true, v: f, mean: f, cnt: 1}
+		*a = acc{seen: true, v: f, mean: f, cnt: 1, big: math.Abs(f) >= bigSum}
 		if op == parser.GROUP {
 			a.v = 1
 		}
 		return
+	}
+	if math.Abs(f) >= bigSum || math.Abs(a.v) >= bigSum {
+		a.big = true
 	}
 	switch op {
 	case parser.SUM:
@@ -535,19 +543,22 @@ func merge(a, b *acc, op parser.ItemType) error {
 		*a = *b
 		return nil
 	}
+	if (op == parser.SUM || op == parser.AVG) && (a.big || b.big) {
+		return errSequential
+	}
 	switch op {
 	case parser.SUM:
 		a.v, a.c = kahansum.Inc(b.v, a.v, a.c)
 		a.c += b.c
 	case parser.AVG:
 		if a.incMean || b.incMean {
-			return errMergeAvg
+			return errSequential
 		}
 		a.v, a.c = kahansum.Inc(b.v, a.v, a.c)
 		a.c += b.c
 		a.cnt += b.cnt
 		if math.IsInf(a.v, 0) {
-			return errMergeAvg
+			return errSequential
 		}
 	case parser.MAX:
 		if a.v < b.v || math.IsNaN(a.v) {
