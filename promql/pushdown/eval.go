@@ -191,11 +191,19 @@ func run(ctx context.Context, series []storage.Series, gr groups, n *node, g gri
 	}
 	wg.Wait()
 	var annos annotations.Annotations
+	points, window := 0, 0
 	for _, w := range ws {
 		if w.err != nil {
 			return nil, nil, w.err
 		}
 		annos.Merge(w.annos)
+		points += w.points
+		window = max(window, w.window)
+	}
+	// The engine would hold the aggregation's input, every series' value at
+	// every step, and one range window: enforce --query.max-samples on that.
+	if points+window > g.maxSamples {
+		return nil, nil, promql.ErrTooManySamples("query execution")
 	}
 	out := ws[0].acc
 	for _, w := range ws[1:] {
@@ -217,6 +225,8 @@ type worker struct {
 	acc        []acc
 	annos      annotations.Annotations
 	err        error
+	points     int // points of the input matrix the engine would hold
+	window     int // largest window, in samples
 
 	it     chunkenc.Iterator
 	ts     []int64
@@ -319,6 +329,7 @@ func (w *worker) instant(acc []acc) bool {
 		}
 		add(&acc[k], vs[j], w.n.op)
 		produced = true
+		w.points++
 	}
 	return produced
 }
@@ -390,6 +401,8 @@ func (w *worker) ranged(acc []acc) bool {
 		}
 		add(&acc[k], f, w.n.op)
 		produced = true
+		w.points++
+		w.window = max(w.window, hi-lo)
 	}
 	return produced
 }
