@@ -32,9 +32,11 @@ type querier struct {
 func (q *querier) Select(ctx context.Context, sortSeries bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
 	mint, maxt := q.mint, q.maxt
 	limit := 0
+	lastOnly := false
 	if hints != nil {
 		mint, maxt = max(mint, hints.Start), min(maxt, hints.End)
 		limit = hints.Limit
+		lastOnly = hints.Func == HintLastSample
 	}
 	refs := q.h.index.postingsFor(ms...)
 	list := make([]*memSeries, 0, len(refs))
@@ -53,7 +55,7 @@ func (q *querier) Select(ctx context.Context, sortSeries bool, hints *storage.Se
 		}
 		return 1
 	})
-	out, err := snapshotAll(ctx, list, mint, maxt)
+	out, err := snapshotAll(ctx, list, mint, maxt, lastOnly)
 	if err != nil {
 		return storage.ErrSeriesSet(err)
 	}
@@ -74,10 +76,10 @@ const parallelSnapshotMin = 4096
 
 // snapshotAll snapshots list (sorted by group) in that order, group by group
 // under each group's lock.
-func snapshotAll(ctx context.Context, list []*memSeries, mint, maxt int64) ([]*headSeries, error) {
+func snapshotAll(ctx context.Context, list []*memSeries, mint, maxt int64, lastOnly bool) ([]*headSeries, error) {
 	p := runtime.GOMAXPROCS(0)
 	if p < 2 || len(list) < parallelSnapshotMin {
-		return snapshotRun(ctx, list, mint, maxt)
+		return snapshotRun(ctx, list, mint, maxt, lastOnly)
 	}
 	p = min(p, 4)
 	// Cut at group boundaries near equal shares.
@@ -99,7 +101,7 @@ func snapshotAll(ctx context.Context, list []*memSeries, mint, maxt int64) ([]*h
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			parts[i], errs[i] = snapshotRun(ctx, list[bounds[i]:bounds[i+1]], mint, maxt)
+			parts[i], errs[i] = snapshotRun(ctx, list[bounds[i]:bounds[i+1]], mint, maxt, lastOnly)
 		}()
 	}
 	wg.Wait()
@@ -118,7 +120,7 @@ func snapshotAll(ctx context.Context, list []*memSeries, mint, maxt int64) ([]*h
 }
 
 // snapshotRun snapshots list (sorted by group), one lock acquisition per group.
-func snapshotRun(ctx context.Context, list []*memSeries, mint, maxt int64) ([]*headSeries, error) {
+func snapshotRun(ctx context.Context, list []*memSeries, mint, maxt int64, lastOnly bool) ([]*headSeries, error) {
 	out := make([]*headSeries, 0, len(list))
 	for i := 0; i < len(list); {
 		if err := ctx.Err(); err != nil {
@@ -132,6 +134,14 @@ func snapshotRun(ctx context.Context, list []*memSeries, mint, maxt int64) ([]*h
 		}
 		g.mu.Lock()
 		for ; i < len(list) && list[i].g == g; i++ {
+			if lastOnly {
+				if d, ok := list[i].lastSample(mint, maxt); ok {
+					if !d.empty() {
+						out = append(out, &headSeries{lset: list[i].lset, d: d})
+					}
+					continue
+				}
+			}
 			if d := g.snapshotShared(list[i], mint, maxt, shared); !d.empty() {
 				out = append(out, &headSeries{lset: list[i].lset, d: d})
 			}
@@ -139,6 +149,29 @@ func snapshotRun(ctx context.Context, list []*memSeries, mint, maxt int64) ([]*h
 		g.mu.Unlock()
 	}
 	return out, nil
+}
+
+// HintLastSample, as storage.SelectHints.Func, tells the head's querier that
+// the caller reads only the newest sample at or before End of each series (an
+// instant selector evaluated at one time, package promql/pushdown): where that
+// sample is the series' newest, it is all the snapshot holds.
+const HintLastSample = "tandem_last_sample"
+
+// lastSample returns the snapshot of s's newest sample if that is the newest
+// at or before maxt (empty if it is older than mint); false when a full
+// snapshot is needed. Called with s.g.mu held.
+func (s *memSeries) lastSample(mint, maxt int64) (*seriesData, bool) {
+	if s.removed || s.lastT > maxt {
+		return nil, false
+	}
+	if n := len(s.late); n > 0 && s.late[n-1].T >= s.lastT {
+		return nil, false
+	}
+	d := &seriesData{mint: mint, maxt: maxt}
+	if s.lastT >= mint {
+		d.parts = []part{{samples: []Sample{{T: s.lastT, V: s.lastV}}}}
+	}
+	return d, true
 }
 
 var errLimitTruncated = limitError("results truncated due to limit")

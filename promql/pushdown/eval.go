@@ -91,6 +91,11 @@ func evalNode(ctx context.Context, q storage.Queryable, n *node, g grid) ([]synt
 	}
 	if n.fn == "" {
 		hints.Func = n.op.String()
+		if g.step == 0 {
+			// One instant: only each series' newest sample at or before the
+			// time matters (tandem's head then snapshots just that one).
+			hints.Func = HintLastSample
+		}
 	}
 	ss := querier.Select(ctx, false, hints, n.sel.LabelMatchers...)
 	var (
@@ -166,6 +171,12 @@ func evalNode(ctx context.Context, q storage.Queryable, n *node, g grid) ([]synt
 	}
 	return out, annos, nil
 }
+
+// HintLastSample is the Select hint (SelectHints.Func) of an instant
+// selector read at one time: only each series' newest sample at or before End
+// matters. It equals tsdb.HintLastSample (tsdb's tests import this package,
+// so it cannot import tsdb); other storages ignore it.
+const HintLastSample = "tandem_last_sample"
 
 // errSequential reports that the workers' partial sums cannot be merged as
 // the engine would sum (values near overflow, or an average switched to the

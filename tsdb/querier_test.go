@@ -1,0 +1,86 @@
+package tsdb
+
+import (
+	"context"
+	"math"
+	"testing"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/value"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+
+	"github.com/tandem-tsdb/tandem/promql/pushdown"
+)
+
+// TestHintLastSample: with the push-down's hint, the head's snapshot of a
+// series holds its newest sample at or before the end of the range when that
+// is its newest one, and everything otherwise; the newest sample read through
+// it is always the one a full read finds.
+func TestHintLastSample(t *testing.T) {
+	if pushdown.HintLastSample != HintLastSample {
+		t.Fatalf("pushdown's hint %q is not the head's %q", pushdown.HintLastSample, HintLastSample)
+	}
+	h := newTestHead(t)
+	app := h.Appender(context.Background())
+	stale := math.Float64frombits(value.StaleNaN)
+	for ts := int64(0); ts <= 600_000; ts += 15_000 {
+		for i, name := range []string{"a", "b", "c"} {
+			v := float64(ts/1000 + int64(i))
+			if name == "c" && ts == 600_000 {
+				v = stale // the newest sample is a stale marker
+			}
+			if name == "b" && ts > 300_000 {
+				continue // stopped half way
+			}
+			if _, err := app.Append(0, labels.FromStrings("__name__", "m", "s", name, "job", "j"), ts, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := app.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	newest := func(hints *storage.SelectHints) map[string][2]float64 {
+		q, err := h.Querier(math.MinInt64, math.MaxInt64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close()
+		out := map[string][2]float64{}
+		ss := q.Select(context.Background(), false, hints, labels.MustNewMatcher(labels.MatchEqual, "__name__", "m"))
+		for ss.Next() {
+			it := ss.At().Iterator(nil)
+			var lt int64 = -1
+			var lv float64
+			n := 0
+			for it.Next() == chunkenc.ValFloat {
+				lt, lv = it.At()
+				n++
+			}
+			if hints.Func == HintLastSample && n > 1 && hints.End >= 600_000 {
+				t.Errorf("%s: %d samples read with the hint, want only the newest", ss.At().Labels(), n)
+			}
+			out[ss.At().Labels().Get("s")] = [2]float64{float64(lt), lv}
+		}
+		if err := ss.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	for _, end := range []int64{600_000, 610_000, 450_000, 300_000, 10_000} {
+		for _, start := range []int64{end - 300_000, end - 60_000} {
+			want := newest(&storage.SelectHints{Start: start, End: end})
+			got := newest(&storage.SelectHints{Start: start, End: end, Func: HintLastSample})
+			if len(got) != len(want) {
+				t.Fatalf("[%d, %d]: %d series with the hint, %d without", start, end, len(got), len(want))
+			}
+			for k, w := range want {
+				g := got[k]
+				if g[0] != w[0] || math.Float64bits(g[1]) != math.Float64bits(w[1]) {
+					t.Errorf("[%d, %d] series %s: newest %v with the hint, %v without", start, end, k, g, w)
+				}
+			}
+		}
+	}
+}
