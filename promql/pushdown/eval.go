@@ -152,7 +152,7 @@ func evalNode(ctx context.Context, q storage.Queryable, n *node, g grid) ([]synt
 		return nil, annos, promql.ErrTooManySamples("query execution")
 	}
 	workers := min(g.workers, runtime.GOMAXPROCS(0))
-	if len(series) < 256 || len(gr.lsets)*steps > 1<<20 {
+	if len(series) < 64 || len(gr.lsets)*steps > 1<<20 {
 		workers = 1
 	}
 	accs, wannos, err := run(ctx, series, gr, n, g, mint, maxt, workers)
