@@ -605,6 +605,26 @@ var diffCompositions = []string{
 	`sum by(job)(rate({job="h"}[5m]))`,
 	`1 + sum(increase({__name__=~"m_(old|new)_errors"}[17m] offset 3m)) by (instance)`,
 	"count(m_queue_length) -\n  max(rate({job=\"h\"}[1m])) by (job, instance) * 2",
+	// Range functions without an aggregation: one output series per input
+	// series (pushed down with immediate name removal).
+	`rate(m_requests_total[5m])`,
+	`increase(m_cpu_seconds_total{mode="idle"}[17m] offset 3m)`,
+	`delta(m_temperature_celsius[5m] offset -2m)`,
+	`max_over_time(m_temperature_celsius[17m])`,
+	`min_over_time(m_queue_length[1m])`,
+	`avg_over_time(m_temperature_celsius[5m]) - sum_over_time(m_queue_length[5m])`,
+	`count_over_time({job="a"}[5m])`,
+	`last_over_time({job="a"}[5m])`,
+	`last_over_time(m_queue_length[1m] offset 3m)`,
+	`rate({__name__=~"m_.*"}[5m])`,
+	`rate({job="h"}[5m])`,
+	`topk(3, rate(m_requests_total[5m]))`,
+	`rate(m_requests_total[5m]) * on(instance) group_left avg by(instance)(m_queue_length)`,
+	`absent(rate(nonexistent[5m]))`,
+	`absent_over_time(nonexistent[5m])`,
+	`timestamp(rate(m_requests_total[5m]))`,
+	`sort_desc(increase(m_errors[17m]))`,
+	`histogram_quantile(0.9, rate(m_requests_total[5m]))`,
 }
 
 // diffTimes returns the instant and range queries of a run.

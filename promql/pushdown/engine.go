@@ -30,13 +30,14 @@ const (
 // Engine is a promql.QueryEngine: Prometheus's engine with the pushable
 // subexpressions of each query evaluated here.
 type Engine struct {
-	eng      *promql.Engine
-	fallback *promql.Engine
-	parser   *rewriter
-	lookback time.Duration
-	max      int
-	workers  int
-	useST    bool
+	eng       *promql.Engine
+	fallback  *promql.Engine
+	parser    *rewriter
+	lookback  time.Duration
+	max       int
+	workers   int
+	useST     bool
+	perSeries bool
 
 	evaluated, fallbacks atomic.Int64
 }
@@ -61,8 +62,11 @@ func NewEngine(opts promql.EngineOpts, o Options) *Engine {
 	if base == nil {
 		base = parser.NewParser(parser.Options{})
 	}
-	rw := &rewriter{Parser: base, want: map[string]int{}}
-	e := &Engine{parser: rw, lookback: opts.LookbackDelta, max: opts.MaxSamples, workers: max(o.Workers, 1), useST: opts.UseStartTimestamps}
+	// Per-series range functions get their output labels here, which is
+	// right only when the engine drops metric names right away.
+	perSeries := !opts.EnableDelayedNameRemoval
+	rw := &rewriter{Parser: base, want: map[string]int{}, perSeries: perSeries}
+	e := &Engine{parser: rw, lookback: opts.LookbackDelta, max: opts.MaxSamples, workers: max(o.Workers, 1), useST: opts.UseStartTimestamps, perSeries: perSeries}
 	if e.lookback <= 0 {
 		e.lookback = defaultLookback
 	}
@@ -128,7 +132,7 @@ func (e *Engine) newQuery(ctx context.Context, q storage.Queryable, opts promql.
 	if err != nil {
 		return create(q) // the engine reports the error
 	}
-	_, nodes := plan(expr)
+	_, nodes := plan(expr, e.perSeries)
 	if nodes == nil {
 		return create(q)
 	}
@@ -154,8 +158,9 @@ func (e *Engine) newQuery(ctx context.Context, q storage.Queryable, opts promql.
 // Engine.newQuery while the engine parses them, and only those.
 type rewriter struct {
 	parser.Parser
-	mu   sync.Mutex
-	want map[string]int
+	perSeries bool // see plan
+	mu        sync.Mutex
+	want      map[string]int
 }
 
 func (r *rewriter) mark(qs string, d int) {
@@ -179,7 +184,7 @@ func (r *rewriter) ParseExpr(qs string) (parser.Expr, error) {
 	if !want {
 		return expr, nil
 	}
-	out, _ := plan(expr)
+	out, _ := plan(expr, r.perSeries)
 	return out, nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/prometheus/prometheus/schema"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/prometheus/prometheus/util/annotations"
@@ -127,6 +128,17 @@ func evalNode(ctx context.Context, q storage.Queryable, n *node, g grid) ([]synt
 			}
 			nameless[h] = struct{}{}
 		}
+		if n.perSeries {
+			// Every series is its own output series.
+			out := ls
+			if n.fn != "last_over_time" {
+				out = ls.DropReserved(schema.IsMetadataLabel)
+			}
+			gr.of = append(gr.of, int32(len(gr.lsets)))
+			gr.lsets = append(gr.lsets, out)
+			series = append(series, s)
+			continue
+		}
 		var h uint64
 		switch {
 		case n.without:
@@ -151,8 +163,11 @@ func evalNode(ctx context.Context, q storage.Queryable, n *node, g grid) ([]synt
 	if len(gr.lsets)*steps > g.maxSamples {
 		return nil, annos, promql.ErrTooManySamples("query execution")
 	}
+	if n.perSeries && len(gr.lsets)*steps > perSeriesMaxPoints {
+		return nil, annos, errUnsupported // the engine's points are smaller than accumulators
+	}
 	workers := min(g.workers, runtime.GOMAXPROCS(0))
-	if len(series) < 64 || len(gr.lsets)*steps > 1<<20 {
+	if len(series) < 64 || !n.perSeries && len(gr.lsets)*steps > 1<<20 {
 		workers = 1
 	}
 	accs, wannos, err := run(ctx, series, gr, n, g, mint, maxt, workers)
@@ -178,6 +193,10 @@ func evalNode(ctx context.Context, q storage.Queryable, n *node, g grid) ([]synt
 // so it cannot import tsdb); other storages ignore it.
 const HintLastSample = "tandem_last_sample"
 
+// perSeriesMaxPoints bounds the output of a per-series node evaluated here
+// (series × steps); larger ones are left to the engine.
+const perSeriesMaxPoints = 1 << 20
+
 // errSequential reports that the workers' partial sums cannot be merged as
 // the engine would sum (values near overflow, or an average switched to the
 // incremental mean): the node is evaluated again on one worker.
@@ -190,9 +209,17 @@ func run(ctx context.Context, series []storage.Series, gr groups, n *node, g gri
 	ws := make([]*worker, workers)
 	var wg sync.WaitGroup
 	per := (len(series) + workers - 1) / workers
+	var shared []acc
+	if n.perSeries {
+		// Each series is its own group: the workers' groups are disjoint.
+		shared = make([]acc, len(gr.lsets)*steps)
+	}
 	for i := range ws {
 		lo, hi := min(i*per, len(series)), min((i+1)*per, len(series))
-		w := &worker{n: n, g: g, mint: mint, maxt: maxt, steps: steps, acc: make([]acc, len(gr.lsets)*steps)}
+		w := &worker{n: n, g: g, mint: mint, maxt: maxt, steps: steps, acc: shared}
+		if w.acc == nil {
+			w.acc = make([]acc, len(gr.lsets)*steps)
+		}
 		ws[i] = w
 		wg.Add(1)
 		go func() {
@@ -217,6 +244,9 @@ func run(ctx context.Context, series []storage.Series, gr groups, n *node, g gri
 		return nil, nil, promql.ErrTooManySamples("query execution")
 	}
 	out := ws[0].acc
+	if n.perSeries {
+		return out, annos, nil
+	}
 	for _, w := range ws[1:] {
 		for i := range out {
 			if err := merge(&out[i], &w.acc[i], n.op); err != nil {

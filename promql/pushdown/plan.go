@@ -54,24 +54,29 @@ var aggOps = map[parser.ItemType]bool{
 // node is one pushed-down subexpression: op by/without(grouping) of either a
 // selector (fn == "") or fn(selector[rng]).
 type node struct {
-	expr     *parser.AggregateExpr // the original subexpression
-	op       parser.ItemType
-	without  bool
-	grouping []string // sorted
-	fn       string
-	sel      *parser.VectorSelector
-	rng      int64 // milliseconds; 0 for a bare selector
-	offset   int64 // milliseconds
-	argPos   posrange.PositionRange
+	expr      parser.Expr // the original subexpression
+	perSeries bool        // fn(selector[rng]) alone: one output series per input series
+	op        parser.ItemType
+	without   bool
+	grouping  []string // sorted
+	fn        string
+	sel       *parser.VectorSelector
+	rng       int64 // milliseconds; 0 for a bare selector
+	offset    int64 // milliseconds
+	argPos    posrange.PositionRange
 }
 
 // plan finds the pushable subexpressions of expr, in a deterministic order
 // (depth first, left to right), and returns them with a copy of expr in which
 // each is replaced by its synthetic selector. It returns nil nodes when there
 // is nothing to push down; expr is never modified.
-func plan(expr parser.Expr) (parser.Expr, []*node) {
+//
+// With perSeries, range functions outside an aggregation are pushed down too
+// (one output series per input series); that needs the engine's immediate
+// name removal, as their output labels are computed here.
+func plan(expr parser.Expr, perSeries bool) (parser.Expr, []*node) {
 	var nodes []*node
-	out := rewrite(expr, &nodes)
+	out := rewrite(expr, &nodes, perSeries)
 	if len(nodes) == 0 {
 		return expr, nil
 	}
@@ -80,51 +85,63 @@ func plan(expr parser.Expr) (parser.Expr, []*node) {
 
 // rewrite returns e with its pushable subexpressions replaced, appending them
 // to nodes. Subqueries are left alone: their inner steps are not the query's.
-func rewrite(e parser.Expr, nodes *[]*node) parser.Expr {
+func rewrite(e parser.Expr, nodes *[]*node, perSeries bool) parser.Expr {
+	synthetic := func(n *node, pr posrange.PositionRange) parser.Expr {
+		i := len(*nodes)
+		*nodes = append(*nodes, n)
+		return &parser.VectorSelector{
+			LabelMatchers: []*labels.Matcher{labels.MustNewMatcher(labels.MatchEqual, markerLabel, strconv.Itoa(i))},
+			PosRange:      pr,
+		}
+	}
 	switch e := e.(type) {
 	case *parser.AggregateExpr:
 		if n := pushable(e); n != nil {
-			i := len(*nodes)
-			*nodes = append(*nodes, n)
-			return &parser.VectorSelector{
-				LabelMatchers: []*labels.Matcher{labels.MustNewMatcher(labels.MatchEqual, markerLabel, strconv.Itoa(i))},
-				PosRange:      e.PosRange,
-			}
+			return synthetic(n, e.PosRange)
 		}
 		c := *e
-		c.Expr = rewrite(e.Expr, nodes)
+		c.Expr = rewrite(e.Expr, nodes, perSeries)
 		if e.Param != nil {
-			c.Param = rewrite(e.Param, nodes)
+			c.Param = rewrite(e.Param, nodes, perSeries)
 		}
 		return &c
 	case *parser.BinaryExpr:
 		c := *e
-		c.LHS = rewrite(e.LHS, nodes)
-		c.RHS = rewrite(e.RHS, nodes)
+		c.LHS = rewrite(e.LHS, nodes, perSeries)
+		c.RHS = rewrite(e.RHS, nodes, perSeries)
 		return &c
 	case *parser.Call:
 		if e.Func != nil && statsFuncs[e.Func.Name] {
 			return e
 		}
+		if perSeries {
+			if n := pushableCall(e); n != nil {
+				n.perSeries = true
+				return synthetic(n, e.PosRange)
+			}
+		}
 		c := *e
 		c.Args = make(parser.Expressions, len(e.Args))
 		for i, a := range e.Args {
-			if _, agg := unparen(a).(*parser.AggregateExpr); agg && e.Func != nil && selectorArgFuncs[e.Func.Name] {
+			if e.Func != nil && selectorArgFuncs[e.Func.Name] {
 				// The engine treats a selector argument of these differently
-				// from an aggregation (absent's labels, for one).
-				c.Args[i] = a
-				continue
+				// from other expressions (absent's labels, for one).
+				switch unparen(a).(type) {
+				case *parser.AggregateExpr, *parser.Call:
+					c.Args[i] = a
+					continue
+				}
 			}
-			c.Args[i] = rewrite(a, nodes)
+			c.Args[i] = rewrite(a, nodes, perSeries)
 		}
 		return &c
 	case *parser.ParenExpr:
 		c := *e
-		c.Expr = rewrite(e.Expr, nodes)
+		c.Expr = rewrite(e.Expr, nodes, perSeries)
 		return &c
 	case *parser.UnaryExpr:
 		c := *e
-		c.Expr = rewrite(e.Expr, nodes)
+		c.Expr = rewrite(e.Expr, nodes, perSeries)
 		return &c
 	default:
 		// Selectors, literals, subqueries and step-invariant wrappers.
@@ -137,41 +154,54 @@ func pushable(a *parser.AggregateExpr) *node {
 	if !aggOps[a.Op] || a.Param != nil {
 		return nil
 	}
-	n := &node{expr: a, op: a.Op, without: a.Without, grouping: slices.Clone(a.Grouping)}
-	slices.Sort(n.grouping)
 	inner := unparen(a.Expr)
 	switch in := inner.(type) {
 	case *parser.VectorSelector:
 		if !plainSelector(in) {
 			return nil
 		}
-		n.sel = in
-		n.argPos = in.PositionRange()
+		n := &node{sel: in, argPos: in.PositionRange(), offset: in.OriginalOffset.Milliseconds()}
+		return n.aggregated(a)
 	case *parser.Call:
-		if in.Func == nil || !rangeFuncs[in.Func.Name] || len(in.Args) != 1 {
-			return nil
-		}
-		ms, ok := in.Args[0].(*parser.MatrixSelector)
-		if !ok {
-			return nil
-		}
-		vs, ok := ms.VectorSelector.(*parser.VectorSelector)
-		if !ok || !plainSelector(vs) || ms.RangeExpr != nil || ms.Range <= 0 {
-			return nil
-		}
 		if !a.Without && slices.Contains(a.Grouping, labels.MetricName) {
 			// Whether the name is still there depends on delayed name removal.
 			return nil
 		}
-		n.fn = in.Func.Name
-		n.sel = vs
-		n.rng = ms.Range.Milliseconds()
-		n.argPos = ms.PositionRange()
-	default:
+		if n := pushableCall(in); n != nil {
+			return n.aggregated(a)
+		}
+	}
+	return nil
+}
+
+// aggregated sets n up as aggregation a of its input.
+func (n *node) aggregated(a *parser.AggregateExpr) *node {
+	n.expr, n.op, n.without = a, a.Op, a.Without
+	n.grouping = slices.Clone(a.Grouping)
+	slices.Sort(n.grouping)
+	return n
+}
+
+// pushableCall returns the node of range function call c over a plain
+// selector, or nil.
+func pushableCall(c *parser.Call) *node {
+	if c.Func == nil || !rangeFuncs[c.Func.Name] || len(c.Args) != 1 {
 		return nil
 	}
-	n.offset = n.sel.OriginalOffset.Milliseconds()
-	return n
+	ms, ok := c.Args[0].(*parser.MatrixSelector)
+	if !ok {
+		return nil
+	}
+	vs, ok := ms.VectorSelector.(*parser.VectorSelector)
+	if !ok || !plainSelector(vs) || ms.RangeExpr != nil || ms.Range <= 0 {
+		return nil
+	}
+	return &node{
+		expr: c, fn: c.Func.Name, sel: vs,
+		rng:    ms.Range.Milliseconds(),
+		offset: vs.OriginalOffset.Milliseconds(),
+		argPos: ms.PositionRange(),
+	}
 }
 
 // plainSelector reports whether vs has only what this package evaluates: no
