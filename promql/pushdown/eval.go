@@ -163,12 +163,14 @@ func evalNode(ctx context.Context, q storage.Queryable, n *node, g grid) ([]synt
 	if len(gr.lsets)*steps > g.maxSamples {
 		return nil, annos, promql.ErrTooManySamples("query execution")
 	}
-	if n.perSeries && len(gr.lsets)*steps > perSeriesMaxPoints {
-		return nil, annos, errUnsupported // the engine's points are smaller than accumulators
+	if len(gr.lsets)*steps > maxOutputPoints || n.perSeries && len(gr.lsets)*steps > perSeriesMaxPoints {
+		// Accumulators are larger than the engine's points: very large
+		// outputs are left to the engine and its memory accounting.
+		return nil, annos, errUnsupported
 	}
 	workers := min(g.workers, runtime.GOMAXPROCS(0))
 	if len(series) < 64 || !n.perSeries && len(gr.lsets)*steps > 1<<20 {
-		workers = 1
+		workers = 1 // each worker would hold all groups' accumulators
 	}
 	accs, wannos, err := run(ctx, series, gr, n, g, mint, maxt, workers)
 	if errors.Is(err, errSequential) {
@@ -193,9 +195,13 @@ func evalNode(ctx context.Context, q storage.Queryable, n *node, g grid) ([]synt
 // so it cannot import tsdb); other storages ignore it.
 const HintLastSample = "tandem_last_sample"
 
-// perSeriesMaxPoints bounds the output of a per-series node evaluated here
-// (series × steps); larger ones are left to the engine.
-const perSeriesMaxPoints = 1 << 20
+// maxOutputPoints and perSeriesMaxPoints bound the output (groups × steps)
+// of a node evaluated here: accumulators take 40 bytes per point (and per
+// worker for aggregations), the synthetic series 24 more.
+const (
+	maxOutputPoints    = 1 << 22
+	perSeriesMaxPoints = 1 << 21
+)
 
 // errSequential reports that the workers' partial sums cannot be merged as
 // the engine would sum (values near overflow, or an average switched to the
