@@ -1,6 +1,7 @@
 package tsdb
 
 import (
+	"container/heap"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -125,7 +126,6 @@ func (h *Head) writeCheckpoint(cw *wal.WAL, mint int64) error {
 		return nil
 	}
 	var werr error
-	var it *seriesIterator
 	h.forEachGroup(func(g *group) {
 		if werr != nil {
 			return
@@ -137,26 +137,41 @@ func (h *Head) writeCheckpoint(cw *wal.WAL, mint int64) error {
 			data[i] = g.snapshot(s, mint, maxTime)
 		}
 		g.mu.Unlock()
-		for i, s := range members {
-			// Every series is defined, even without samples, so refs stay stable.
+		// Every series is defined, even without samples, so refs stay stable.
+		for _, s := range members {
 			c.Series = append(c.Series, record.RefSeries{Ref: s.ref, Labels: s.lset})
-			if it == nil {
-				it = newSeriesIterator(data[i])
+		}
+		// Samples row by row (in time order across the members), so that
+		// replay appends them as the group's rows, aligned, as they were.
+		its := make([]*seriesIterator, len(members))
+		var h memberHeap
+		for i := range members {
+			its[i] = newSeriesIterator(data[i])
+			if its[i].Next() == chunkenc.ValFloat {
+				h = append(h, memberAt{t: its[i].AtT(), i: i})
+			}
+		}
+		heap.Init(&h)
+		for len(h) > 0 {
+			m := h[0]
+			t, v := its[m.i].At()
+			c.Samples = append(c.Samples, record.RefSample{Ref: members[m.i].ref, T: t, V: v})
+			if its[m.i].Next() == chunkenc.ValFloat {
+				h[0].t = its[m.i].AtT()
+				heap.Fix(&h, 0)
 			} else {
-				it.reset(data[i])
-			}
-			for it.Next() == chunkenc.ValFloat {
-				t, v := it.At()
-				c.Samples = append(c.Samples, record.RefSample{Ref: s.ref, T: t, V: v})
-			}
-			if err := it.Err(); err != nil {
-				werr = fmt.Errorf("checkpoint: read series %s: %w", s.lset, err)
-				return
+				heap.Pop(&h)
 			}
 			if len(c.Samples) >= checkpointBatch {
 				if werr = flush(); werr != nil {
 					return
 				}
+			}
+		}
+		for i, s := range members {
+			if err := its[i].Err(); err != nil {
+				werr = fmt.Errorf("checkpoint: read series %s: %w", s.lset, err)
+				return
 			}
 		}
 	})
@@ -178,6 +193,29 @@ func (h *Head) writeCheckpoint(cw *wal.WAL, mint int64) error {
 }
 
 const maxTime = int64(^uint64(0) >> 1)
+
+// memberAt is a group member's next sample time in the checkpoint's merge.
+type memberAt struct {
+	t int64
+	i int
+}
+
+// memberHeap orders members by their next sample, then by column, so the
+// checkpoint lists a group's samples row by row.
+type memberHeap []memberAt
+
+func (h memberHeap) Len() int { return len(h) }
+func (h memberHeap) Less(a, b int) bool {
+	return h[a].t < h[b].t || h[a].t == h[b].t && h[a].i < h[b].i
+}
+func (h memberHeap) Swap(a, b int) { h[a], h[b] = h[b], h[a] }
+func (h *memberHeap) Push(x any)   { *h = append(*h, x.(memberAt)) }
+func (h *memberHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
 
 func syncDir(dir string) error {
 	d, err := os.Open(dir)

@@ -961,3 +961,39 @@ func TestHeadExemplars(t *testing.T) {
 	defer h3.Close()
 	check(h3, "b", "c", "d", "e", "f")
 }
+
+// TestCheckpointKeepsAlignment: a group's members replayed from a checkpoint
+// share the group's timestamp column again instead of each storing its own.
+func TestCheckpointKeepsAlignment(t *testing.T) {
+	dir := t.TempDir()
+	h := openHead(t, dir, nil)
+	for s := 0; s < 600; s++ {
+		var b Batch
+		for m := 0; m < 30; m++ {
+			l := series("al", "job", "j", "instance", "i", "m", fmt.Sprint(m))
+			b.Series = append(b.Series, BatchSeries{Labels: l, Samples: []Sample{{T: int64(s) * 15000, V: float64(s * m)}}})
+		}
+		if res, err := h.AppendBatch(context.Background(), &b); err != nil || res.Err() != nil {
+			t.Fatal(err, res.Err())
+		}
+	}
+	if err := h.Checkpoint(0); err != nil {
+		t.Fatal(err)
+	}
+	h.Close()
+	h2 := openHead(t, dir, nil)
+	defer h2.Close()
+	own := 0
+	for i := range h2.refs {
+		for _, s := range h2.refs[i].byRef {
+			s.g.mu.Lock()
+			if s.own != nil && (len(s.own.chunks) > 0 || s.own.building != nil) {
+				own++
+			}
+			s.g.mu.Unlock()
+		}
+	}
+	if own > 0 {
+		t.Errorf("%d of 30 members store their replayed samples on their own, not in the group's shared columns", own)
+	}
+}
