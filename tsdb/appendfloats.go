@@ -1,6 +1,10 @@
 package tsdb
 
 import (
+	"cmp"
+	"slices"
+	"sync"
+
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
@@ -59,8 +63,11 @@ func (p *part) appendFloats(dec *valDecoder, ts []int64, vs []float64, mint, max
 			return ts, vs, errCorruptPresence
 		}
 	}
-	dec.reset(c, col)
 	bm := c.presence(col)
+	if bm == nil {
+		return appendRun(dec, c, col, tss, ts, vs, mint, maxt)
+	}
+	dec.reset(c, col)
 	r := int(col.first)
 	for k := 0; k < int(col.n); k++ {
 		if bm != nil {
@@ -87,11 +94,61 @@ func (p *part) appendFloats(dec *valDecoder, ts []int64, vs []float64, mint, max
 	return ts, vs, dec.error()
 }
 
+// appendRun appends the samples in [mint, maxt] of column col, whose values
+// fill the rows first..first+n-1: the rows in range are found by binary
+// search, values before them are decoded and skipped, none after them is
+// decoded, and a constant column decodes nothing.
+func appendRun(dec *valDecoder, c *chunk, col *colData, tss []int64, ts []int64, vs []float64, mint, maxt int64) ([]int64, []float64, error) {
+	first, n := int(col.first), int(col.n)
+	if first < 0 || first+n > len(tss) {
+		return ts, vs, errCorruptPresence
+	}
+	rows := tss[first : first+n]
+	a, _ := slices.BinarySearch(rows, mint)
+	b, found := slices.BinarySearch(rows, maxt)
+	if found {
+		b++
+	}
+	if a >= b {
+		return ts, vs, nil
+	}
+	dec.reset(c, col)
+	if dec.kind == colConst {
+		if err := dec.error(); err != nil {
+			return ts, vs, err
+		}
+		ts = append(ts, rows[a:b]...)
+		for range b - a {
+			vs = append(vs, dec.cv)
+		}
+		return ts, vs, nil
+	}
+	for range a {
+		if !dec.next() {
+			return ts, vs, cmp.Or(dec.error(), errCorruptPresence)
+		}
+	}
+	ts = append(ts, rows[a:b]...)
+	for range b - a {
+		if !dec.next() {
+			return ts, vs, cmp.Or(dec.error(), errCorruptPresence)
+		}
+		vs = append(vs, dec.at())
+	}
+	return ts, vs, nil
+}
+
 // AppendFloats implements FloatAppender.
 func (s *blockSeries) AppendFloats(ts []int64, vs []float64, mint, maxt int64) ([]int64, []float64, error) {
-	it := s.b.Iterator(s.id, max(mint, s.mint), min(maxt, s.maxt), nil).(*block.Iterator)
-	return it.AppendFloats(ts, vs)
+	reuse, _ := blockIterators.Get().(*block.Iterator)
+	it := s.b.Iterator(s.id, max(mint, s.mint), min(maxt, s.maxt), reuse).(*block.Iterator)
+	ts, vs, err := it.AppendFloats(ts, vs)
+	blockIterators.Put(it)
+	return ts, vs, err
 }
+
+// blockIterators recycles the block iterators of AppendFloats.
+var blockIterators sync.Pool
 
 // appendIter appends what it yields in [mint, maxt].
 func appendIter(it chunkenc.Iterator, ts []int64, vs []float64, mint, maxt int64) ([]int64, []float64, error) {

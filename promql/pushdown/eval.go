@@ -339,13 +339,22 @@ func (w *worker) load(s storage.Series) error {
 
 // dropStale removes stale markers from the loaded samples.
 func (w *worker) dropStale() {
-	j := 0
+	first := -1
 	for i, v := range w.vs {
-		if value.IsStaleNaN(v) {
-			continue
+		if math.Float64bits(v) == value.StaleNaN {
+			first = i
+			break
 		}
-		w.ts[j], w.vs[j] = w.ts[i], v
-		j++
+	}
+	if first < 0 {
+		return
+	}
+	j := first
+	for i := first + 1; i < len(w.vs); i++ {
+		if v := w.vs[i]; math.Float64bits(v) != value.StaleNaN {
+			w.ts[j], w.vs[j] = w.ts[i], v
+			j++
+		}
 	}
 	w.ts, w.vs = w.ts[:j], w.vs[:j]
 }
