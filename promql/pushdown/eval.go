@@ -160,9 +160,7 @@ func evalNode(ctx context.Context, q storage.Queryable, n *node, g grid) ([]synt
 	}
 	annos := ss.Warnings()
 	steps := g.steps()
-	if len(gr.lsets)*steps > g.maxSamples {
-		return nil, annos, promql.ErrTooManySamples("query execution")
-	}
+	// (The sample limit is enforced on the points produced, in run.)
 	if len(gr.lsets)*steps > maxOutputPoints || n.perSeries && len(gr.lsets)*steps > perSeriesMaxPoints {
 		// Accumulators are larger than the engine's points: very large
 		// outputs are left to the engine and its memory accounting.
