@@ -524,7 +524,6 @@ func (d *decoder) hashLbuf() uint64 {
 
 var sep = []byte{0xff}
 
-// matchLbuf reports whether lset equals the labels being decoded.
 // hashV2 hashes a 2.0 series' labels as sent, like hashLbuf does 1.0
 // labels that are not contiguous (the same series hashes alike in both).
 func (d *decoder) hashV2(ls v2Labels) uint64 {
@@ -561,6 +560,7 @@ func (d *decoder) matchV2Labels(lset labels.Labels) bool {
 	return ok && i == n
 }
 
+// matchLbuf reports whether lset equals the labels being decoded.
 func (d *decoder) matchLbuf(lset labels.Labels) bool {
 	i, ok := 0, true
 	lset.Range(func(l labels.Label) {
