@@ -251,6 +251,7 @@ func NewAPIHandler(opts APIOptions, engine prompromql.QueryEngine) (http.Handler
 		"query.timeout":         opts.QueryTimeout.String(),
 		"query.max-samples":     strconv.Itoa(opts.MaxSamples),
 		"query.max-concurrency": strconv.Itoa(opts.MaxConcurrentQueries),
+		"query.pushdown":        strconv.FormatBool(!opts.DisablePushdown),
 		"web.enable-admin-api":  "false",
 	}
 	for k, v := range opts.Flags {
