@@ -84,3 +84,37 @@ func TestHintLastSample(t *testing.T) {
 		}
 	}
 }
+
+// TestHintLastSampleTombstones: when the newest samples of a series are
+// deleted, the hint still finds the newest sample that is not.
+func TestHintLastSampleTombstones(t *testing.T) {
+	db := openDB(t, t.TempDir(), nil)
+	defer db.Close()
+	var b Batch
+	l := series("m", "job", "j")
+	for ts := int64(0); ts <= 600_000; ts += 15_000 {
+		b.Series = append(b.Series, BatchSeries{Labels: l, Samples: []Sample{{T: ts, V: float64(ts)}}})
+	}
+	if _, err := db.AppendBatch(context.Background(), &b); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Delete(context.Background(), 570_000, 600_000, labels.MustNewMatcher(labels.MatchEqual, "__name__", "m")); err != nil {
+		t.Fatal(err)
+	}
+	q, err := db.Querier(300_000, 600_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	ss := q.Select(context.Background(), false, &storage.SelectHints{Start: 300_000, End: 600_000, Func: HintLastSample}, labels.MustNewMatcher(labels.MatchEqual, "__name__", "m"))
+	var last int64 = -1
+	for ss.Next() {
+		it := ss.At().Iterator(nil)
+		for it.Next() == chunkenc.ValFloat {
+			last, _ = it.At()
+		}
+	}
+	if last != 555_000 {
+		t.Errorf("newest sample not deleted: %d, want 555000", last)
+	}
+}

@@ -314,6 +314,13 @@ type tombstoneQuerier struct {
 }
 
 func (q *tombstoneQuerier) Select(ctx context.Context, sortSeries bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
+	if hints != nil && hints.Func == HintLastSample {
+		// The newest sample may be deleted: the one before it is then the
+		// answer, so the head must return everything.
+		h := *hints
+		h.Func = ""
+		hints = &h
+	}
 	return &tombstoneSeriesSet{SeriesSet: q.Querier.Select(ctx, sortSeries, hints, ms...), ts: q.ts}
 }
 
