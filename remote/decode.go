@@ -70,7 +70,13 @@ type decoder struct {
 	v2cur    v2Labels                 // labels of the 2.0 series being decoded
 	hbuf     []byte                   // 2.0 labels as hashed
 	matchV2  func(labels.Labels) bool // d.matchV2Labels, bound once
+	lsetBuf  []byte                   // a stored series' packed labels, being compared
 	stats    decodeStats
+
+	// batch and arena are reused from request to request: the head copies
+	// what it keeps, so the decoder's batch is free again once AppendBatch returns.
+	batch tsdb.Batch
+	arena []tsdb.Sample
 }
 
 func newDecoder(l Limits) *decoder {
@@ -93,12 +99,34 @@ func (d *decoder) release() {
 	d.v2cur = v2Labels{}
 	d.sb.Reset()
 	d.stats = decodeStats{}
+	d.resetBatch()
+	if cap(d.arena) > maxPooledBuffer/24 {
+		d.arena = nil
+	}
+	if cap(d.batch.Series) > maxPooledBuffer/128 {
+		d.batch.Series = nil
+	}
 	if cap(d.body) > maxPooledBuffer {
 		d.body = nil
 	}
 	if cap(d.raw) > maxPooledBuffer {
 		d.raw = nil
 	}
+}
+
+// resetBatch empties the reused batch, dropping its references to the last request.
+func (d *decoder) resetBatch() {
+	clear(d.batch.Series)
+	clear(d.batch.Metadata)
+	d.batch = tsdb.Batch{Series: d.batch.Series[:0], Metadata: d.batch.Metadata[:0]}
+}
+
+// sampleArena returns the reused sample arena with room for n samples.
+func (d *decoder) sampleArena(n int) []tsdb.Sample {
+	if cap(d.arena) < n {
+		d.arena = make([]tsdb.Sample, n)
+	}
+	return d.arena[:n]
 }
 
 // readBody reads the compressed request body, refusing bodies over MaxBodyBytes.
@@ -175,8 +203,9 @@ func (d *decoder) decodeV1Gogo(data []byte) (*tsdb.Batch, error) {
 	for i := range req.Timeseries {
 		total += len(req.Timeseries[i].Samples)
 	}
-	b := &tsdb.Batch{Series: make([]tsdb.BatchSeries, 0, len(req.Timeseries))}
-	arena := make([]tsdb.Sample, total)
+	d.resetBatch()
+	b := &d.batch
+	arena := d.sampleArena(total)
 	for i := range req.Timeseries {
 		ts := &req.Timeseries[i]
 		d.stats.samples += len(ts.Samples)
@@ -286,8 +315,9 @@ func (d *decoder) decodeV2(data []byte) (*tsdb.Batch, error) {
 		total += len(ts.Samples)
 	}
 
-	b := &tsdb.Batch{Series: make([]tsdb.BatchSeries, 0, len(req.Timeseries))}
-	arena := make([]tsdb.Sample, total)
+	d.resetBatch()
+	b := &d.batch
+	arena := d.sampleArena(total)
 	for i := range req.Timeseries {
 		ts := &req.Timeseries[i]
 		ls := v2Labels{refs: ts.LabelsRefs, syms: syms, utf8ok: d.utf8ok}

@@ -161,62 +161,37 @@ func (d *decoder) decodeV1(data []byte) (*tsdb.Batch, error) {
 }
 
 func (d *decoder) walkV1(data []byte) (*tsdb.Batch, error) {
-	// First pass: count series and samples so the batch and the sample arena
-	// are allocated once, at their final size.
-	var nSeries, nSamples, nMeta, unknown int
+	// One pass: samples are appended to the decoder's reused arena. A series'
+	// samples are sliced once it is read, so a growing arena never moves them
+	// afterwards (earlier series keep pointing into the old array, unchanged).
+	d.resetBatch()
+	b := &d.batch
+	if cap(d.arena) == 0 {
+		d.arena = make([]tsdb.Sample, 0, len(data)/64+16)
+	}
+	d.arena = d.arena[:0]
+	nSeries, unknown := 0, 0
+	maxSeries := d.limits.MaxSeriesPerRequest
 	r := pbReader{b: data}
 	for !r.done() {
 		field, wire, err := r.key()
 		if err != nil {
 			return nil, err
 		}
-		switch {
-		case field == 1 && wire == wireBytes:
-			ts, err := r.bytes()
-			if err != nil {
-				return nil, err
-			}
-			nSeries++
-			n, err := countSamples(ts)
-			if err != nil {
-				return nil, err
-			}
-			nSamples += n
-		case field == 3 && wire == wireBytes:
-			if _, err := r.bytes(); err != nil {
-				return nil, err
-			}
-			nMeta++
-		case field == 1 || field == 3:
-			return nil, fmt.Errorf("field %d has wire type %d: %w", field, wire, errProto)
-		default:
+		if field != 1 && field != 3 {
 			unknown++
 			if err := r.skip(wire); err != nil {
 				return nil, err
 			}
-		}
-	}
-	if nSeries == 0 && nMeta == 0 && unknown > 0 {
-		return nil, reqErrorf(http.StatusBadRequest, "1.0 prometheus.WriteRequest holds only unknown fields: "+
-			"is this a 2.0 request sent without Content-Type proto=io.prometheus.write.v2.Request?")
-	}
-	if max := d.limits.MaxSeriesPerRequest; max > 0 && nSeries > max {
-		return nil, reqErrorf(http.StatusRequestEntityTooLarge, "request holds %d series, more than the limit of %d", nSeries, max)
-	}
-
-	b := &tsdb.Batch{Series: make([]tsdb.BatchSeries, 0, nSeries)}
-	arena := make([]tsdb.Sample, nSamples)
-	if nMeta > 0 {
-		b.Metadata = make([]tsdb.Metadata, 0, nMeta)
-	}
-	r = pbReader{b: data}
-	for !r.done() {
-		field, wire, _ := r.key()
-		if wire != wireBytes || (field != 1 && field != 3) {
-			_ = r.skip(wire)
 			continue
 		}
-		msg, _ := r.bytes()
+		if wire != wireBytes {
+			return nil, fmt.Errorf("field %d has wire type %d: %w", field, wire, errProto)
+		}
+		msg, err := r.bytes()
+		if err != nil {
+			return nil, err
+		}
 		if field == 3 {
 			m, err := parseMetadataV1(msg)
 			if err != nil {
@@ -237,59 +212,48 @@ func (d *decoder) walkV1(data []byte) (*tsdb.Batch, error) {
 			b.Metadata = append(b.Metadata, m)
 			continue
 		}
-		n, err := d.parseSeriesV1(msg, arena)
+		if nSeries++; maxSeries > 0 && nSeries > maxSeries {
+			return nil, reqErrorf(http.StatusRequestEntityTooLarge, "request holds more than %d series, the limit", maxSeries)
+		}
+		start := len(d.arena)
+		n, err := d.parseSeriesV1(msg)
 		if err != nil {
 			return nil, err
 		}
-		if n > 0 || len(d.exbuf) > 0 {
-			samples := arena[:n:n]
-			arena = arena[n:]
-			exemplars := slices.Clone(d.exbuf)
-			// A series the storage already knows: no validation, no labels to build.
-			var hash uint64
-			if d.resolver != nil {
-				hash = d.hashLbuf()
-				if ref, ok := d.resolver.ResolveRaw(hash, d.match); ok {
-					b.Series = append(b.Series, tsdb.BatchSeries{Ref: ref, Samples: samples, Exemplars: exemplars})
-					continue
-				}
-			}
-			if err := checkLabels(&d.limits, v1Labels(d.lbuf)); err != nil {
-				d.stats.invalid.Reject(tsdb.ErrInvalidLabels, n, err.Error())
+		if n == 0 && len(d.exbuf) == 0 {
+			continue
+		}
+		samples := d.arena[start : start+n : start+n]
+		exemplars := slices.Clone(d.exbuf)
+		// A series the storage already knows: no validation, no labels to build.
+		var hash uint64
+		if d.resolver != nil {
+			hash = d.hashLbuf()
+			if ref, ok := d.resolver.ResolveRaw(hash, d.match); ok {
+				b.Series = append(b.Series, tsdb.BatchSeries{Ref: ref, Samples: samples, Exemplars: exemplars})
 				continue
 			}
-			d.sb.Reset()
-			for _, l := range d.lbuf {
-				d.sb.Add(l.Name, l.Value)
-			}
-			b.Series = append(b.Series, tsdb.BatchSeries{Labels: d.sb.Labels(), Samples: samples, RawHash: hash, Exemplars: exemplars})
 		}
+		if err := checkLabels(&d.limits, v1Labels(d.lbuf)); err != nil {
+			d.stats.invalid.Reject(tsdb.ErrInvalidLabels, n, err.Error())
+			continue
+		}
+		d.sb.Reset()
+		for _, l := range d.lbuf {
+			d.sb.Add(l.Name, l.Value)
+		}
+		b.Series = append(b.Series, tsdb.BatchSeries{Labels: d.sb.Labels(), Samples: samples, RawHash: hash, Exemplars: exemplars})
+	}
+	if nSeries == 0 && len(b.Metadata) == 0 && unknown > 0 {
+		return nil, reqErrorf(http.StatusBadRequest, "1.0 prometheus.WriteRequest holds only unknown fields: "+
+			"is this a 2.0 request sent without Content-Type proto=io.prometheus.write.v2.Request?")
 	}
 	return b, nil
 }
 
-// countSamples counts the samples field of a TimeSeries.
-func countSamples(ts []byte) (int, error) {
-	n := 0
-	r := pbReader{b: ts}
-	for !r.done() {
-		field, wire, err := r.key()
-		if err != nil {
-			return 0, err
-		}
-		if field == 2 && wire == wireBytes {
-			n++
-		}
-		if err := r.skip(wire); err != nil {
-			return 0, err
-		}
-	}
-	return n, nil
-}
-
-// parseSeriesV1 reads one TimeSeries: labels into d.lbuf, samples into arena.
+// parseSeriesV1 reads one TimeSeries: labels into d.lbuf, samples appended to d.arena.
 // It returns the number of float samples.
-func (d *decoder) parseSeriesV1(ts []byte, arena []tsdb.Sample) (int, error) {
+func (d *decoder) parseSeriesV1(ts []byte) (int, error) {
 	d.lbuf = d.lbuf[:0]
 	d.exbuf = d.exbuf[:0]
 	d.rawLabels = nil
@@ -333,7 +297,7 @@ func (d *decoder) parseSeriesV1(ts []byte, arena []tsdb.Sample) (int, error) {
 			if err != nil {
 				return 0, err
 			}
-			arena[n] = s
+			d.arena = append(d.arena, s)
 			n++
 		case 3, 4:
 			msg, err := r.bytes()
@@ -540,39 +504,6 @@ func (d *decoder) hashV2(ls v2Labels) uint64 {
 		return h
 	}
 	return 1 // 0 means "no hash"
-}
-
-// matchV2Labels reports whether lset is exactly the labels of d.v2cur, in order.
-func (d *decoder) matchV2Labels(lset labels.Labels) bool {
-	i, n, ok := 0, d.v2cur.Len(), true
-	lset.Range(func(l labels.Label) {
-		if !ok {
-			return
-		}
-		if i >= n {
-			ok = false
-			return
-		}
-		name, value := d.v2cur.At(i)
-		ok = name == l.Name && value == l.Value
-		i++
-	})
-	return ok && i == n
-}
-
-// matchLbuf reports whether lset equals the labels being decoded.
-func (d *decoder) matchLbuf(lset labels.Labels) bool {
-	i, ok := 0, true
-	lset.Range(func(l labels.Label) {
-		if !ok {
-			return
-		}
-		if i >= len(d.lbuf) || d.lbuf[i].Name != l.Name || d.lbuf[i].Value != l.Value {
-			ok = false
-		}
-		i++
-	})
-	return ok && i == len(d.lbuf)
 }
 
 // exemplarV1 converts a 1.0 exemplar (labels sorted, copied).
