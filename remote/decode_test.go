@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -249,4 +250,43 @@ func TestDecodeV1MatchesGogo(t *testing.T) {
 
 func BenchmarkDecodeV1Gogo(b *testing.B) {
 	benchmarkDecode(b, marshal(b, nodeRequestV1(b, benchSamples, 1_700_000_000_000)), (*decoder).decodeV1Gogo)
+}
+
+// TestDecodeV1ReusedBatch: one decoder decodes requests whose series hold
+// many samples (the arena grows while a series is read) and then a smaller
+// one; every batch matches gogo's, and the first batch's samples are intact
+// until the decoder is used again.
+func TestDecodeV1ReusedBatch(t *testing.T) {
+	lim := Limits{MaxLabelsPerSeries: 8, MaxLabelNameLength: 64, MaxLabelValueLength: 64}
+	big := &prompb.WriteRequest{}
+	for i := 0; i < 40; i++ {
+		var ss []prompb.Sample
+		for j := 0; j <= i*13; j++ {
+			ss = append(ss, prompb.Sample{Timestamp: int64(j) * 1000, Value: float64(i*1000 + j)})
+		}
+		big.Timeseries = append(big.Timeseries, v1Series([]string{"__name__", "m", "i", fmt.Sprint(i)}, ss...))
+	}
+	small := marshal(t, nodeRequestV1(t, 20, 1_700_000_000_000))
+	d, gogo := newDecoder(lim), newDecoder(lim)
+	for round, data := range [][]byte{marshal(t, big), small, marshal(t, big)} {
+		got, err := d.decodeV1(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := gogo.decodeV1Gogo(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !sameBatch(got, want) {
+			t.Fatalf("round %d: batches differ:\nhand-written %+v\ngogo         %+v", round, got, want)
+		}
+		if round != 1 {
+			for i, s := range got.Series {
+				if len(s.Samples) != i*13+1 || s.Samples[len(s.Samples)-1].V != float64(i*1000+i*13) {
+					t.Fatalf("round %d series %d: %d samples, last %v", round, i, len(s.Samples), s.Samples[len(s.Samples)-1])
+				}
+			}
+		}
+		d.release()
+	}
 }

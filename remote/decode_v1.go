@@ -170,7 +170,7 @@ func (d *decoder) walkV1(data []byte) (*tsdb.Batch, error) {
 		d.arena = make([]tsdb.Sample, 0, len(data)/64+16)
 	}
 	d.arena = d.arena[:0]
-	nSeries, unknown := 0, 0
+	nSeries, nMeta, unknown := 0, 0, 0
 	maxSeries := d.limits.MaxSeriesPerRequest
 	r := pbReader{b: data}
 	for !r.done() {
@@ -193,6 +193,7 @@ func (d *decoder) walkV1(data []byte) (*tsdb.Batch, error) {
 			return nil, err
 		}
 		if field == 3 {
+			nMeta++
 			m, err := parseMetadataV1(msg)
 			if err != nil {
 				return nil, err
@@ -244,7 +245,7 @@ func (d *decoder) walkV1(data []byte) (*tsdb.Batch, error) {
 		}
 		b.Series = append(b.Series, tsdb.BatchSeries{Labels: d.sb.Labels(), Samples: samples, RawHash: hash, Exemplars: exemplars})
 	}
-	if nSeries == 0 && len(b.Metadata) == 0 && unknown > 0 {
+	if nSeries == 0 && nMeta == 0 && unknown > 0 {
 		return nil, reqErrorf(http.StatusBadRequest, "1.0 prometheus.WriteRequest holds only unknown fields: "+
 			"is this a 2.0 request sent without Content-Type proto=io.prometheus.write.v2.Request?")
 	}
