@@ -318,6 +318,7 @@ func (d *decoder) decodeV2(data []byte) (*tsdb.Batch, error) {
 	d.resetBatch()
 	b := &d.batch
 	arena := d.sampleArena(total)
+	var prev tsdb.SeriesRef // the series resolved last
 	for i := range req.Timeseries {
 		ts := &req.Timeseries[i]
 		ls := v2Labels{refs: ts.LabelsRefs, syms: syms, utf8ok: d.utf8ok}
@@ -343,7 +344,8 @@ func (d *decoder) decodeV2(data []byte) (*tsdb.Batch, error) {
 		if d.resolver != nil && (len(ts.Samples) > 0 || len(ts.Exemplars) > 0) {
 			hash = d.hashV2(ls)
 			d.v2cur = ls
-			ref, known = d.resolver.ResolveRaw(hash, d.matchV2)
+			ref, known = d.resolver.ResolveRaw(prev, hash, d.matchV2)
+			prev = ref
 		}
 		if !known {
 			if err := checkLabels(&d.limits, ls); err != nil {

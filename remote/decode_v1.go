@@ -171,6 +171,7 @@ func (d *decoder) walkV1(data []byte) (*tsdb.Batch, error) {
 	}
 	d.arena = d.arena[:0]
 	nSeries, nMeta, unknown := 0, 0, 0
+	var prev tsdb.SeriesRef // the series resolved last
 	maxSeries := d.limits.MaxSeriesPerRequest
 	r := pbReader{b: data}
 	for !r.done() {
@@ -230,7 +231,9 @@ func (d *decoder) walkV1(data []byte) (*tsdb.Batch, error) {
 		var hash uint64
 		if d.resolver != nil {
 			hash = d.hashLbuf()
-			if ref, ok := d.resolver.ResolveRaw(hash, d.match); ok {
+			ref, ok := d.resolver.ResolveRaw(prev, hash, d.match)
+			prev = ref
+			if ok {
 				b.Series = append(b.Series, tsdb.BatchSeries{Ref: ref, Samples: samples, Exemplars: exemplars})
 				continue
 			}

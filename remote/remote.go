@@ -22,8 +22,8 @@ type Appender interface {
 	// AppendBatch writes b; the returned error is non-nil only for server-side failures a retry can cure (→ 5xx);
 	// refused samples are reported in the result (→ 400) while the accepted ones are durably written.
 	// Re-sending a batch is idempotent (identical samples are accepted silently).
-	// The handler builds a fresh Batch per request and never touches b after AppendBatch returns,
-	// so the Appender may keep references to it.
+	// The handler reuses b's memory for its next request once AppendBatch returns:
+	// the Appender copies what it keeps.
 	AppendBatch(ctx context.Context, b *tsdb.Batch) (tsdb.AppendResult, error)
 }
 
@@ -32,8 +32,10 @@ type Appender interface {
 // known series skip label validation and construction (tsdb.Head does).
 type SeriesResolver interface {
 	// ResolveRaw returns the reference of the series cached under hash if
-	// match accepts its labels.
-	ResolveRaw(hash uint64, match func(labels.Labels) bool) (tsdb.SeriesRef, bool)
+	// match accepts its labels. prev is the series resolved just before in
+	// the same request (zero if none): senders repeat their order, so the
+	// series that followed prev last time is tried first.
+	ResolveRaw(prev tsdb.SeriesRef, hash uint64, match func(labels.Labels) bool) (tsdb.SeriesRef, bool)
 }
 
 // Limits bounds what a single write request may contain.

@@ -105,10 +105,10 @@ func TestKnownSeriesFastPath(t *testing.T) {
 				t.Fatal(err)
 			}
 			hash := b.Series[1].RawHash
-			if _, ok := h.ResolveRaw(hash, func(labels.Labels) bool { return true }); !ok {
+			if _, ok := h.ResolveRaw(tsdb.SeriesRef{}, hash, func(labels.Labels) bool { return true }); !ok {
 				t.Fatal("a stored series is not found by its hash")
 			}
-			if _, ok := h.ResolveRaw(hash, func(labels.Labels) bool { return false }); ok {
+			if _, ok := h.ResolveRaw(tsdb.SeriesRef{}, hash, func(labels.Labels) bool { return false }); ok {
 				t.Fatal("resolved despite a label mismatch")
 			}
 		})

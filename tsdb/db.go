@@ -297,8 +297,8 @@ func (db *DB) AppendBatch(ctx context.Context, b *Batch) (AppendResult, error) {
 }
 
 // ResolveRaw finds a known series by a decoder's label hash (see Head.ResolveRaw).
-func (db *DB) ResolveRaw(hash uint64, match func(labels.Labels) bool) (SeriesRef, bool) {
-	return db.head.ResolveRaw(hash, match)
+func (db *DB) ResolveRaw(prev SeriesRef, hash uint64, match func(labels.Labels) bool) (SeriesRef, bool) {
+	return db.head.ResolveRaw(prev, hash, match)
 }
 
 // SealIdle seals the open rows of idle groups (see Head.SealIdle).

@@ -95,6 +95,8 @@ func (h *Head) GC(idleBefore int64) (groups, series int) {
 	}
 	h.exemplars.forget(removed)
 	for s := range removed {
+		s.gone.Store(true)
+		s.rawNext.Store(nil) // no chain of removed series stays reachable
 		hash := s.lset.Hash()
 		st := &h.series[hash%stripes]
 		st.mu.Lock()

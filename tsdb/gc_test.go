@@ -159,10 +159,17 @@ func TestDBGCRemovesIdleMembers(t *testing.T) {
 	for ts := gcHour; ts < 4*gcHour; ts += 15000 {
 		f.appendAt(ts, a)
 	}
-	f.flush(false)
 	h := f.db.Head()
+	sb, err := h.getOrCreate(b, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.flush(false)
 	if got := h.counters.series.Load(); got != 1 {
 		t.Fatalf("%d series in the head, want 1 (b removed)", got)
+	}
+	if !sb.gone.Load() || sb.rawNext.Load() != nil {
+		t.Fatal("a removed series is not marked gone for ResolveRaw")
 	}
 	if got := h.counters.groups.Load(); got != 1 {
 		t.Fatalf("%d groups, want 1", got)

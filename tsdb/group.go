@@ -19,29 +19,37 @@ import (
 const soloRowsToUnalign = 3
 
 // memSeries is one series of the head: a member (column) of a group.
+// Fields are ordered so the struct packs into 136 bytes.
 type memSeries struct {
 	ref  uint64
 	lset labels.Labels
 	g    *group
 	col  int // column in g.aligned
 
-	logged atomic.Bool // its series record is in the WAL
+	// rawNext is the series that followed this one in the last remote-write
+	// request that resolved both by raw hash (Head.ResolveRaw).
+	rawNext atomic.Pointer[memSeries]
 
 	// Guarded by g.mu.
-	own       *table // the member's own table, once it was ever unaligned
-	unaligned bool   // new samples go to own
-	matchRun  int    // consecutive unaligned samples that matched an open group row
-	minT      int64
-	lastT     int64
-	lastV     float64
-	solo      int
-	// missed counts consecutive sealed rows without the member (staleness
-	// inference); -1 once a marker was written.
-	missed int
+	own   *table // the member's own table, once it was ever unaligned
+	minT  int64
+	lastT int64
+	lastV float64
 	// late holds samples accepted out of order that could not join an open
 	// row (older than the open window or the head, or logged to the WAL in
 	// another order than applied). Sorted; merged into every read.
-	late []Sample
+	late     []Sample
+	matchRun int32 // consecutive unaligned samples that matched an open group row
+	solo     int32
+	// missed counts consecutive sealed rows without the member (staleness
+	// inference); -1 once a marker was written.
+	missed int32
+
+	logged atomic.Bool // its series record is in the WAL
+	// gone is removed, readable without a lock (by ResolveRaw).
+	gone atomic.Bool
+
+	unaligned bool // new samples go to own; guarded by g.mu
 	// removed is set when GC took the series out of the head; GC holds gcMu
 	// and g.mu then, so it may be read under either.
 	removed bool
@@ -256,7 +264,7 @@ func (g *group) inferStaleness(r *row, stats *headCounters) {
 			continue
 		}
 		s.missed++
-		if s.missed < g.inferStale {
+		if int(s.missed) < g.inferStale {
 			continue
 		}
 		s.missed = -1 // marked: until it is seen again

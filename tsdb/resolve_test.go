@@ -1,0 +1,49 @@
+package tsdb
+
+import (
+	"context"
+	"testing"
+
+	"github.com/prometheus/prometheus/model/labels"
+)
+
+// TestResolveRawFollowsOrder: a series resolved after another is found
+// through the first one's successor, without the raw map, and not once it
+// left the head.
+func TestResolveRawFollowsOrder(t *testing.T) {
+	h := newTestHead(t)
+	a := labels.FromStrings("__name__", "a", "job", "j")
+	b := labels.FromStrings("__name__", "b", "job", "j")
+	batch := &Batch{Series: []BatchSeries{
+		{Labels: a, Samples: []Sample{{T: 1000, V: 1}}, RawHash: 11},
+		{Labels: b, Samples: []Sample{{T: 1000, V: 2}}, RawHash: 22},
+	}}
+	if _, err := h.AppendBatch(context.Background(), batch); err != nil {
+		t.Fatal(err)
+	}
+	is := func(want labels.Labels) func(labels.Labels) bool {
+		return func(l labels.Labels) bool { return labels.Equal(l, want) }
+	}
+	ra, ok := h.ResolveRaw(SeriesRef{}, 11, is(a))
+	if !ok {
+		t.Fatal("a not resolved by its hash")
+	}
+	rb, ok := h.ResolveRaw(ra, 22, is(b))
+	if !ok || rb.s == nil || !labels.Equal(rb.s.lset, b) {
+		t.Fatal("b not resolved by its hash")
+	}
+	if ra.s.rawNext.Load() != rb.s {
+		t.Fatal("a does not lead to b")
+	}
+	// Under a hash the map does not know, b is still found after a, and only if its labels match.
+	if r, ok := h.ResolveRaw(ra, 99, is(b)); !ok || r.s != rb.s {
+		t.Fatal("b not found after a")
+	}
+	if _, ok := h.ResolveRaw(ra, 99, is(a)); ok {
+		t.Fatal("resolved a series whose labels do not match")
+	}
+	rb.s.gone.Store(true)
+	if _, ok := h.ResolveRaw(ra, 99, is(b)); ok {
+		t.Fatal("resolved a series that left the head")
+	}
+}
