@@ -26,8 +26,9 @@ type memSeries struct {
 	g    *group
 	col  int // column in g.aligned
 
-	// rawNext is the series that followed this one in the last remote-write
-	// request that resolved both by raw hash (Head.ResolveRaw).
+	// rawNext is the series that followed this one in the last write batch
+	// (Head.ResolveRaw, Head.AppendBatch): senders repeat their order, so it
+	// is most often the next series again.
 	rawNext atomic.Pointer[memSeries]
 
 	// Guarded by g.mu.

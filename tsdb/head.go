@@ -11,7 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -259,23 +259,30 @@ func (h *Head) Close() error {
 // of the group-by and sender labels; series that have none of the group-by
 // labels are grouped by metric name.
 func (h *Head) groupKey(lset labels.Labels) string {
-	var sb strings.Builder
-	found := false
+	var buf [256]byte
+	b := buf[:0]
+	add := func(n, v string) {
+		if len(b) > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, n...)
+		b = append(b, '=')
+		b = strconv.AppendQuote(b, v)
+	}
 	for _, n := range h.opts.GroupBy {
 		if v := lset.Get(n); v != "" {
-			found = true
-			fmt.Fprintf(&sb, "%s=%q,", n, v)
+			add(n, v)
 		}
 	}
-	if !found {
-		fmt.Fprintf(&sb, "__name__=%q,", lset.Get(labels.MetricName))
+	if len(b) == 0 {
+		add(labels.MetricName, lset.Get(labels.MetricName))
 	}
 	for _, n := range h.opts.SenderLabels {
 		if v := lset.Get(n); v != "" {
-			fmt.Fprintf(&sb, "%s=%q,", n, v)
+			add(n, v)
 		}
 	}
-	return strings.TrimSuffix(sb.String(), ",")
+	return string(b)
 }
 
 // validateLabels checks a label set the way the remote-write spec asks.
@@ -408,6 +415,18 @@ func (h *Head) ResolveRaw(prev SeriesRef, hash uint64, match func(labels.Labels)
 	return SeriesRef{ID: s.ref, s: s}, true
 }
 
+// predictNext returns the series that followed p in the last batch that
+// held p, if it is still in the head. The caller holds gcMu.
+func predictNext(p *memSeries) *memSeries {
+	if p == nil {
+		return nil
+	}
+	if c := p.rawNext.Load(); c != nil && !c.removed {
+		return c
+	}
+	return nil
+}
+
 func (h *Head) rememberRaw(hash uint64, s *memSeries) {
 	rs := &h.raw[hash%stripes]
 	rs.mu.RLock()
@@ -457,6 +476,7 @@ func (h *Head) AppendBatch(_ context.Context, b *Batch) (AppendResult, error) {
 	cs.replica = cs.replica[:0]
 	cs.order = cs.order[:0]
 
+	var prev *memSeries // the batch's series before this one
 	for i := range b.Series {
 		bs := &b.Series[i]
 		var s *memSeries
@@ -480,8 +500,15 @@ func (h *Head) AppendBatch(_ context.Context, b *Batch) (AppendResult, error) {
 					lset = labels.NewBuilder(lset).Del(rl).Labels()
 				}
 			}
+			// Senders repeat their order: the series that followed prev last
+			// time is checked first, without hashing or a map lookup.
 			var err error
-			if s, err = h.getOrCreate(lset, 0); err != nil {
+			if c := predictNext(prev); c != nil && labels.Equal(c.lset, lset) {
+				s = c
+			} else if s, err = h.getOrCreate(lset, 0); err == nil && prev != nil {
+				prev.rawNext.Store(s)
+			}
+			if err != nil {
 				res.Reject(ErrInvalidLabels, len(bs.Samples), err.Error())
 			} else {
 				cs.order = append(cs.order, i)
@@ -495,6 +522,9 @@ func (h *Head) AppendBatch(_ context.Context, b *Batch) (AppendResult, error) {
 			cs.replica = append(cs.replica, replica)
 		}
 		cs.series = append(cs.series, s)
+		if s != nil {
+			prev = s
+		}
 	}
 	// Visit each group once: one lock acquisition per group per batch.
 	slices.SortFunc(cs.order, func(a, b int) int {

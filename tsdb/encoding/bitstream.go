@@ -59,15 +59,16 @@ func (w *bitWriter) writeBits(v uint64, k uint) {
 		k -= w.free
 		w.free = 0
 	}
-	for k >= 8 {
-		w.b = append(w.b, byte(v>>56))
-		v <<= 8
-		k -= 8
+	// k is 1..64 and v left-aligned: store all 8 bytes at once (the ones past
+	// the k bits are zero, and those past the new length are scratch).
+	n := len(w.b)
+	if cap(w.b)-n < 8 {
+		w.b = append(w.b, make([]byte, 8)...)[:n]
 	}
-	if k > 0 {
-		w.b = append(w.b, byte(v>>56))
-		w.free = 8 - k
-	}
+	binary.BigEndian.PutUint64(w.b[n:n+8], v)
+	nb := (k + 7) / 8
+	w.b = w.b[:n+int(nb)]
+	w.free = nb*8 - k
 }
 
 // writeUvarint appends x as an unsigned LEB128 varint, 8 bits per byte.
