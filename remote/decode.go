@@ -60,6 +60,8 @@ type decoder struct {
 	seen   map[string]struct{} // metric names whose metadata is already in the batch
 	utf8ok []bool              // per 2.0 symbol: valid UTF-8 (each symbol is checked once)
 	lbuf   []prompb.Label      // labels of the 1.0 series being decoded (strings point into raw)
+	lbufOK bool                // lbuf holds curTS's labels (parseLbuf ran)
+	curTS  []byte              // the 1.0 TimeSeries being decoded
 	// rawLabels are the protobuf bytes of lbuf's label fields when contiguous.
 	rawLabels []byte
 	exbuf     []tsdb.Exemplar // exemplars of the 1.0 series being decoded
@@ -70,7 +72,6 @@ type decoder struct {
 	v2cur    v2Labels                 // labels of the 2.0 series being decoded
 	hbuf     []byte                   // 2.0 labels as hashed
 	matchV2  func(labels.Labels) bool // d.matchV2Labels, bound once
-	lsetBuf  []byte                   // a stored series' packed labels, being compared
 	stats    decodeStats
 
 	// batch and arena are reused from request to request: the head copies
@@ -97,6 +98,7 @@ func (d *decoder) release() {
 	clear(d.seen)
 	d.utf8ok = d.utf8ok[:0]
 	d.v2cur = v2Labels{}
+	d.curTS, d.rawLabels, d.lbuf = nil, nil, d.lbuf[:0]
 	d.sb.Reset()
 	d.stats = decodeStats{}
 	d.resetBatch()
@@ -342,9 +344,11 @@ func (d *decoder) decodeV2(data []byte) (*tsdb.Batch, error) {
 			known bool
 		)
 		if d.resolver != nil && (len(ts.Samples) > 0 || len(ts.Exemplars) > 0) {
-			hash = d.hashV2(ls)
 			d.v2cur = ls
-			ref, known = d.resolver.ResolveRaw(prev, hash, d.matchV2)
+			if ref, known = d.resolver.ResolveNext(prev, d.matchV2); !known {
+				hash = d.hashV2(ls)
+				ref, known = d.resolver.ResolveRaw(prev, hash, d.matchV2)
+			}
 			prev = ref
 		}
 		if !known {

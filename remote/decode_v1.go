@@ -227,16 +227,27 @@ func (d *decoder) walkV1(data []byte) (*tsdb.Batch, error) {
 		}
 		samples := d.arena[start : start+n : start+n]
 		exemplars := slices.Clone(d.exbuf)
-		// A series the storage already knows: no validation, no labels to build.
+		// A series the storage already knows: no validation, no labels to
+		// build, and (for the one that followed the previous series last
+		// time, as most do) no hash either.
 		var hash uint64
 		if d.resolver != nil {
-			hash = d.hashLbuf()
-			ref, ok := d.resolver.ResolveRaw(prev, hash, d.match)
+			ref, ok := d.resolver.ResolveNext(prev, d.match)
+			if !ok {
+				if err := d.parseLbuf(); err != nil {
+					return nil, err
+				}
+				hash = d.hashLbuf()
+				ref, ok = d.resolver.ResolveRaw(prev, hash, d.match)
+			}
 			prev = ref
 			if ok {
 				b.Series = append(b.Series, tsdb.BatchSeries{Ref: ref, Samples: samples, Exemplars: exemplars})
 				continue
 			}
+		}
+		if err := d.parseLbuf(); err != nil {
+			return nil, err
 		}
 		if err := checkLabels(&d.limits, v1Labels(d.lbuf)); err != nil {
 			d.stats.invalid.Reject(tsdb.ErrInvalidLabels, n, err.Error())
@@ -255,10 +266,14 @@ func (d *decoder) walkV1(data []byte) (*tsdb.Batch, error) {
 	return b, nil
 }
 
-// parseSeriesV1 reads one TimeSeries: labels into d.lbuf, samples appended to d.arena.
-// It returns the number of float samples.
+// parseSeriesV1 reads one TimeSeries: samples appended to d.arena, the label
+// fields' bytes into d.rawLabels when contiguous. The labels themselves are
+// parsed into d.lbuf only when needed (parseLbuf): a known series is matched
+// on its protobuf bytes. It returns the number of float samples.
 func (d *decoder) parseSeriesV1(ts []byte) (int, error) {
 	d.lbuf = d.lbuf[:0]
+	d.lbufOK = false
+	d.curTS = ts
 	d.exbuf = d.exbuf[:0]
 	d.rawLabels = nil
 	n, hist, ex := 0, 0, 0
@@ -277,15 +292,9 @@ func (d *decoder) parseSeriesV1(ts []byte) (int, error) {
 		}
 		switch field {
 		case 1:
-			msg, err := r.bytes()
-			if err != nil {
+			if _, err := r.bytes(); err != nil {
 				return 0, err
 			}
-			l, err := parseLabel(msg)
-			if err != nil {
-				return 0, err
-			}
-			d.lbuf = append(d.lbuf, l)
 			if lstart < 0 {
 				lstart = fieldStart
 			} else if lend != fieldStart {
@@ -332,6 +341,11 @@ func (d *decoder) parseSeriesV1(ts []byte) (int, error) {
 	if contiguous && lstart >= 0 {
 		d.rawLabels = ts[lstart:lend]
 	}
+	if hist > 0 || ex > 0 {
+		if err := d.parseLbuf(); err != nil {
+			return 0, err
+		}
+	}
 	d.stats.samples += n
 	if hist > 0 {
 		d.stats.histograms += hist
@@ -346,6 +360,39 @@ func (d *decoder) parseSeriesV1(ts []byte) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// parseLbuf parses the labels of the series parseSeriesV1 read into d.lbuf,
+// once.
+func (d *decoder) parseLbuf() error {
+	if d.lbufOK {
+		return nil
+	}
+	d.lbuf = d.lbuf[:0]
+	r := pbReader{b: d.curTS}
+	for !r.done() {
+		field, wire, err := r.key()
+		if err != nil {
+			return err
+		}
+		if field != 1 {
+			if err := r.skip(wire); err != nil {
+				return err
+			}
+			continue
+		}
+		msg, err := r.bytes()
+		if err != nil {
+			return err
+		}
+		l, err := parseLabel(msg)
+		if err != nil {
+			return err
+		}
+		d.lbuf = append(d.lbuf, l)
+	}
+	d.lbufOK = true
+	return nil
 }
 
 func parseLabel(b []byte) (prompb.Label, error) {

@@ -6,6 +6,9 @@ import "github.com/prometheus/prometheus/model/labels"
 
 // matchLbuf reports whether lset equals the 1.0 labels being decoded.
 func (d *decoder) matchLbuf(lset labels.Labels) bool {
+	if d.parseLbuf() != nil {
+		return false // the caller parses again and fails the request
+	}
 	return rangeEqual(lset, v1Labels(d.lbuf))
 }
 

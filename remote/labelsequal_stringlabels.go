@@ -2,15 +2,35 @@
 
 package remote
 
-import "github.com/prometheus/prometheus/model/labels"
+import (
+	"unsafe"
 
-// The matchers read a stored series' packed labels (Labels.Bytes) rather than
-// calling Range, so a known series is checked without a closure call per label.
+	"github.com/prometheus/prometheus/model/labels"
+)
 
-// matchLbuf reports whether lset equals the 1.0 labels being decoded.
+// The matchers read a stored series' packed labels rather than calling
+// Range, so a known series is checked without a closure call per label.
+
+// packedLabels returns the packed form of ls: under stringlabels it is the
+// struct's only field, read in place to save the copy Labels.Bytes makes
+// (TestPackedLabels checks that both agree).
+func packedLabels(ls labels.Labels) string {
+	return *(*string)(unsafe.Pointer(&ls))
+}
+
+// matchLbuf reports whether lset equals the 1.0 labels being decoded. It
+// compares their protobuf bytes directly when they have the shape every
+// sender writes, and parses them otherwise.
 func (d *decoder) matchLbuf(lset labels.Labels) bool {
-	data := lset.Bytes(d.lsetBuf)
-	d.lsetBuf = data
+	data := packedLabels(lset)
+	if !d.lbufOK && d.rawLabels != nil {
+		if eq, ok := matchRawV1(data, d.rawLabels); ok {
+			return eq
+		}
+	}
+	if d.parseLbuf() != nil {
+		return false // the caller parses again and fails the request
+	}
 	i, ok := 0, true
 	for k := range d.lbuf {
 		if i, ok = packedHas(data, i, d.lbuf[k].Name); !ok {
@@ -23,10 +43,39 @@ func (d *decoder) matchLbuf(lset labels.Labels) bool {
 	return i == len(data)
 }
 
+// matchRawV1 compares the packed labels data with raw, the contiguous label
+// fields of a 1.0 TimeSeries. ok is false if a field does not have the
+// common shape (tag, one-byte length, name field, value field, each below
+// 128 bytes); the labels must then be parsed.
+func matchRawV1(data string, raw []byte) (eq, ok bool) {
+	i := 0
+	for len(raw) > 0 {
+		if len(raw) < 6 || raw[0] != 1<<3|wireBytes || raw[1] >= 0x80 || raw[2] != 1<<3|wireBytes {
+			return false, false
+		}
+		m, n := int(raw[1]), int(raw[3])
+		if n >= 0x80 || 2+m > len(raw) || 6+n > 2+m || raw[4+n] != 2<<3|wireBytes {
+			return false, false
+		}
+		v := int(raw[5+n])
+		if v >= 0x80 || 6+n+v != 2+m {
+			return false, false
+		}
+		var found bool
+		if i, found = packedHas(data, i, str(raw[4:4+n])); !found {
+			return false, true
+		}
+		if i, found = packedHas(data, i, str(raw[6+n:2+m])); !found {
+			return false, true
+		}
+		raw = raw[2+m:]
+	}
+	return i == len(data), true
+}
+
 // matchV2Labels reports whether lset is exactly the labels of d.v2cur, in order.
 func (d *decoder) matchV2Labels(lset labels.Labels) bool {
-	data := lset.Bytes(d.lsetBuf)
-	d.lsetBuf = data
+	data := packedLabels(lset)
 	i, ok := 0, true
 	refs, syms := d.v2cur.refs, d.v2cur.syms
 	for k := 0; k+1 < len(refs); k += 2 {
@@ -43,7 +92,7 @@ func (d *decoder) matchV2Labels(lset labels.Labels) bool {
 // packedHas reports whether data holds s at offset i in the stringlabels
 // packing (one length byte below 255, else 255 and three little-endian
 // bytes, then the bytes) and returns the offset after it.
-func packedHas(data []byte, i int, s string) (int, bool) {
+func packedHas(data string, i int, s string) (int, bool) {
 	if i >= len(data) {
 		return i, false
 	}
@@ -56,7 +105,7 @@ func packedHas(data []byte, i int, s string) (int, bool) {
 		size = int(data[i]) | int(data[i+1])<<8 | int(data[i+2])<<16
 		i += 3
 	}
-	if size != len(s) || i+size > len(data) || string(data[i:i+size]) != s {
+	if size != len(s) || i+size > len(data) || data[i:i+size] != s {
 		return i, false
 	}
 	return i + size, true

@@ -31,10 +31,12 @@ type Appender interface {
 // it already stores from a hash of the labels as the decoder saw them, so that
 // known series skip label validation and construction (tsdb.Head does).
 type SeriesResolver interface {
+	// ResolveNext returns the series that followed prev (the series
+	// resolved just before in the same request) last time, if match accepts
+	// its labels: senders repeat their order, so most series are found so.
+	ResolveNext(prev tsdb.SeriesRef, match func(labels.Labels) bool) (tsdb.SeriesRef, bool)
 	// ResolveRaw returns the reference of the series cached under hash if
-	// match accepts its labels. prev is the series resolved just before in
-	// the same request (zero if none): senders repeat their order, so the
-	// series that followed prev last time is tried first.
+	// match accepts its labels, and remembers it as prev's successor.
 	ResolveRaw(prev tsdb.SeriesRef, hash uint64, match func(labels.Labels) bool) (tsdb.SeriesRef, bool)
 }
 

@@ -296,6 +296,11 @@ func (db *DB) AppendBatch(ctx context.Context, b *Batch) (AppendResult, error) {
 	return db.head.AppendBatch(ctx, b)
 }
 
+// ResolveNext finds a known series as the successor of another (see Head.ResolveNext).
+func (db *DB) ResolveNext(prev SeriesRef, match func(labels.Labels) bool) (SeriesRef, bool) {
+	return db.head.ResolveNext(prev, match)
+}
+
 // ResolveRaw finds a known series by a decoder's label hash (see Head.ResolveRaw).
 func (db *DB) ResolveRaw(prev SeriesRef, hash uint64, match func(labels.Labels) bool) (SeriesRef, bool) {
 	return db.head.ResolveRaw(prev, hash, match)

@@ -390,18 +390,25 @@ func groupHash(key string) uint64 {
 	return x
 }
 
-// ResolveRaw returns the series a decoder cached under hash (see
-// BatchSeries.RawHash) if match accepts its labels, so that a known series
-// is found without building or validating its labels again. prev is the
-// series resolved just before in the same request, or zero: the series that
-// followed it last time is tried first, without a map lookup or a lock, since
-// a sender's shards repeat their series in the same order request after request.
-func (h *Head) ResolveRaw(prev SeriesRef, hash uint64, match func(labels.Labels) bool) (SeriesRef, bool) {
+// ResolveNext returns the series that followed prev in the last batch that
+// held prev, if it is still in the head and match accepts its labels: a
+// sender's shards repeat their series in the same order request after
+// request, so most known series are found without a hash, a map or a lock.
+func (h *Head) ResolveNext(prev SeriesRef, match func(labels.Labels) bool) (SeriesRef, bool) {
 	if p := prev.s; p != nil {
 		if c := p.rawNext.Load(); c != nil && !c.gone.Load() && match(c.lset) {
 			return SeriesRef{ID: c.ref, s: c}, true
 		}
 	}
+	return SeriesRef{}, false
+}
+
+// ResolveRaw returns the series a decoder cached under hash (see
+// BatchSeries.RawHash) if match accepts its labels, so that a known series
+// is found without building or validating its labels again. It remembers
+// the series as the successor of prev (the series resolved just before in
+// the same request, or zero) for ResolveNext.
+func (h *Head) ResolveRaw(prev SeriesRef, hash uint64, match func(labels.Labels) bool) (SeriesRef, bool) {
 	rs := &h.raw[hash%stripes]
 	rs.mu.RLock()
 	s := rs.byRef[hash]

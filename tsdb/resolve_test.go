@@ -8,8 +8,8 @@ import (
 )
 
 // TestResolveRawFollowsOrder: a series resolved after another is found
-// through the first one's successor, without the raw map, and not once it
-// left the head.
+// through the first one's successor, without a hash, and not once it left
+// the head.
 func TestResolveRawFollowsOrder(t *testing.T) {
 	h := newTestHead(t)
 	a := labels.FromStrings("__name__", "a", "job", "j")
@@ -35,15 +35,18 @@ func TestResolveRawFollowsOrder(t *testing.T) {
 	if ra.s.rawNext.Load() != rb.s {
 		t.Fatal("a does not lead to b")
 	}
-	// Under a hash the map does not know, b is still found after a, and only if its labels match.
-	if r, ok := h.ResolveRaw(ra, 99, is(b)); !ok || r.s != rb.s {
+	// Without a hash, b is found after a, and only if its labels match.
+	if r, ok := h.ResolveNext(ra, is(b)); !ok || r.s != rb.s {
 		t.Fatal("b not found after a")
 	}
-	if _, ok := h.ResolveRaw(ra, 99, is(a)); ok {
+	if _, ok := h.ResolveNext(ra, is(a)); ok {
 		t.Fatal("resolved a series whose labels do not match")
 	}
+	if _, ok := h.ResolveNext(rb, is(a)); ok {
+		t.Fatal("resolved a successor never seen")
+	}
 	rb.s.gone.Store(true)
-	if _, ok := h.ResolveRaw(ra, 99, is(b)); ok {
+	if _, ok := h.ResolveNext(ra, is(b)); ok {
 		t.Fatal("resolved a series that left the head")
 	}
 }

@@ -1,0 +1,85 @@
+//go:build !slicelabels && !dedupelabels
+
+package remote
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/prompb"
+)
+
+// TestMatchLbuf: the 1.0 matcher, on protobuf bytes or on parsed labels,
+// agrees with labels.Equal for names and values around the encodings'
+// length boundaries (127/128 bytes for protobuf varints, 254/255 for the
+// packed labels), and for label fields in a shape other than the common one.
+func TestMatchLbuf(t *testing.T) {
+	long := func(n int) string { return strings.Repeat("v", n) }
+	sets := []labels.Labels{
+		labels.FromStrings("__name__", "up", "job", "j"),
+		labels.FromStrings("__name__", "up", "job", "k"),
+		labels.FromStrings("__name__", "up", "job", "j", "x", "1"),
+		labels.FromStrings("__name__", "up"),
+		labels.FromStrings("__name__", "up", "a", long(127)),
+		labels.FromStrings("__name__", "up", "a", long(128)),
+		labels.FromStrings("__name__", "up", "a", long(254)),
+		labels.FromStrings("__name__", "up", "a", long(255)),
+		labels.FromStrings("__name__", "up", "a", long(300)),
+		labels.FromStrings("__name__", "up", long(130), "é"),
+	}
+	encode := func(ls labels.Labels, reversed bool) []byte {
+		ts := prompb.TimeSeries{Samples: []prompb.Sample{{Timestamp: 1, Value: 1}}}
+		ls.Range(func(l labels.Label) { ts.Labels = append(ts.Labels, prompb.Label{Name: l.Name, Value: l.Value}) })
+		b, err := ts.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reversed {
+			return b
+		}
+		// The same labels with each label's value field before its name field.
+		var out []byte
+		for _, l := range ts.Labels {
+			v, _ := (&prompb.Label{Value: l.Value}).Marshal()
+			n, _ := (&prompb.Label{Name: l.Name}).Marshal()
+			inner := append(v, n...)
+			out = append(out, 1<<3|wireBytes)
+			out = appendUvarint(out, uint64(len(inner)))
+			out = append(out, inner...)
+		}
+		s, _ := (&prompb.Sample{Timestamp: 1, Value: 1}).Marshal()
+		out = append(out, 2<<3|wireBytes, byte(len(s)))
+		return append(out, s...)
+	}
+	for _, reversed := range []bool{false, true} {
+		for i, sent := range sets {
+			d := newDecoder(Limits{})
+			for j, stored := range sets {
+				if _, err := d.parseSeriesV1(encode(sent, reversed)); err != nil {
+					t.Fatal(err)
+				}
+				if got, want := d.matchLbuf(stored), i == j; got != want {
+					t.Errorf("reversed=%v: sent %s, stored %s: match %v, want %v", reversed, sent, stored, got, want)
+				}
+			}
+		}
+	}
+}
+
+func appendUvarint(b []byte, x uint64) []byte {
+	for x >= 0x80 {
+		b = append(b, byte(x)|0x80)
+		x >>= 7
+	}
+	return append(b, byte(x))
+}
+
+// TestPackedLabels: the packed form read in place is what Labels.Bytes copies.
+func TestPackedLabels(t *testing.T) {
+	for _, ls := range []labels.Labels{labels.EmptyLabels(), labels.FromStrings("a", "b"), labels.FromStrings("__name__", "x", "y", strings.Repeat("z", 300))} {
+		if got, want := packedLabels(ls), string(ls.Bytes(nil)); got != want {
+			t.Fatalf("%s: packed %q, Bytes %q", ls, got, want)
+		}
+	}
+}
