@@ -86,6 +86,13 @@ func RunPeer(ctx context.Context, kind Kind, bin string, w *Workload, qs []Query
 	if m, err := p.Metrics(ctx); err == nil {
 		r.HeapBytes = metricValue(m, "go_memstats_heap_inuse_bytes")
 		r.HeapPerSeries = r.HeapBytes / float64(w.Series)
+		if kind == Tandem {
+			// Series stored apart from their group's shared timestamps
+			// (members whose samples arrived out of step with the group's).
+			o.Logger.Info("head layout", "system", kind,
+				"aligned", metricValue(m, `tandem_head_members{layout="aligned"}`),
+				"unaligned", metricValue(m, `tandem_head_members{layout="unaligned"}`))
+		}
 	}
 	o.Logger.Info("persisting", "system", kind, "samples_per_second", int64(r.SamplesPerSec))
 	t0 := time.Now()

@@ -228,3 +228,35 @@ func newPromHead(b *testing.B, dir string) *promtsdb.Head {
 	}
 	return h
 }
+
+// BenchmarkCheckpoint writes the WAL checkpoint of a head holding 20
+// node_exporter-like targets × 500 series × 240 scrapes (1 h), as after a flush.
+func BenchmarkCheckpoint(b *testing.B) {
+	opts := DefaultOptions()
+	opts.WALSyncInterval = 1 << 40
+	opts.Now = func() int64 { return 1 << 50 }
+	h, err := Open(b.TempDir(), opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer h.Close()
+	w := newBenchWorkload(20, 500, 8)
+	rng := rand.New(rand.NewSource(1))
+	var batches []Batch
+	for s := 0; s < 240; s++ {
+		batches = w.scrape(int64(s)*15000, rng, batches)
+		for i := range batches {
+			if _, err := h.AppendBatch(context.Background(), &batches[i]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := h.Checkpoint(0); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*20*500*240), "ns/sample")
+}

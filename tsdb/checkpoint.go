@@ -144,29 +144,18 @@ func (h *Head) writeCheckpoint(cw *wal.WAL, mint int64) error {
 		// Samples row by row (in time order across the members), so that
 		// replay appends them as the group's rows, aligned, as they were.
 		its := make([]*seriesIterator, len(members))
-		var h memberHeap
 		for i := range members {
 			its[i] = newSeriesIterator(data[i])
-			if its[i].Next() == chunkenc.ValFloat {
-				h = append(h, memberAt{t: its[i].AtT(), i: i})
-			}
 		}
-		heap.Init(&h)
-		for len(h) > 0 {
-			m := h[0]
-			t, v := its[m.i].At()
-			c.Samples = append(c.Samples, record.RefSample{Ref: members[m.i].ref, T: t, V: v})
-			if its[m.i].Next() == chunkenc.ValFloat {
-				h[0].t = its[m.i].AtT()
-				heap.Fix(&h, 0)
-			} else {
-				heap.Pop(&h)
-			}
+		werr = mergeRows(its, func(i int, t int64, v float64) error {
+			c.Samples = append(c.Samples, record.RefSample{Ref: members[i].ref, T: t, V: v})
 			if len(c.Samples) >= checkpointBatch {
-				if werr = flush(); werr != nil {
-					return
-				}
+				return flush()
 			}
+			return nil
+		})
+		if werr != nil {
+			return
 		}
 		for i, s := range members {
 			if err := its[i].Err(); err != nil {
@@ -194,14 +183,89 @@ func (h *Head) writeCheckpoint(cw *wal.WAL, mint int64) error {
 
 const maxTime = int64(^uint64(0) >> 1)
 
-// memberAt is a group member's next sample time in the checkpoint's merge.
+// mergeRows calls emit for every sample of its, in time order and, at equal
+// times, in member order: row by row. A group's aligned members share their
+// timestamps, so each row is found by one scan of the members still going
+// and yields most of them; if rows turn out to yield few samples (members
+// on their own schedules), the rest is merged with a heap instead.
+func mergeRows[I rowIterator](its []I, emit func(i int, t int64, v float64) error) error {
+	cur := make([]int64, len(its))
+	active := make([]int, 0, len(its))
+	for i, it := range its {
+		if it.Next() == chunkenc.ValFloat {
+			cur[i] = it.AtT()
+			active = append(active, i)
+		}
+	}
+	rows, emitted := 0, 0
+	for len(active) > 0 {
+		if rows >= 64 && emitted < 4*rows && len(active) > 64 {
+			return mergeHeap(its, active, cur, emit)
+		}
+		tmin := cur[active[0]]
+		for _, i := range active[1:] {
+			tmin = min(tmin, cur[i])
+		}
+		k := 0
+		for _, i := range active {
+			if cur[i] == tmin {
+				t, v := its[i].At()
+				if err := emit(i, t, v); err != nil {
+					return err
+				}
+				emitted++
+				if its[i].Next() != chunkenc.ValFloat {
+					continue
+				}
+				cur[i] = its[i].AtT()
+			}
+			active[k] = i
+			k++
+		}
+		active = active[:k]
+		rows++
+	}
+	return nil
+}
+
+// mergeHeap is mergeRows with a heap over the members in active, whose
+// next sample times are in cur.
+func mergeHeap[I rowIterator](its []I, active []int, cur []int64, emit func(i int, t int64, v float64) error) error {
+	h := make(memberHeap, 0, len(active))
+	for _, i := range active {
+		h = append(h, memberAt{t: cur[i], i: i})
+	}
+	heap.Init(&h)
+	for len(h) > 0 {
+		m := h[0]
+		t, v := its[m.i].At()
+		if err := emit(m.i, t, v); err != nil {
+			return err
+		}
+		if its[m.i].Next() == chunkenc.ValFloat {
+			h[0].t = its[m.i].AtT()
+			heap.Fix(&h, 0)
+		} else {
+			heap.Pop(&h)
+		}
+	}
+	return nil
+}
+
+// rowIterator is what mergeRows reads: a member's float samples in time order.
+type rowIterator interface {
+	Next() chunkenc.ValueType
+	AtT() int64
+	At() (int64, float64)
+}
+
+// memberAt is a group member's next sample time in mergeHeap.
 type memberAt struct {
 	t int64
 	i int
 }
 
-// memberHeap orders members by their next sample, then by column, so the
-// checkpoint lists a group's samples row by row.
+// memberHeap orders members by their next sample, then by column.
 type memberHeap []memberAt
 
 func (h memberHeap) Len() int { return len(h) }
