@@ -102,7 +102,11 @@ func RunPeer(ctx context.Context, kind Kind, bin string, w *Workload, qs []Query
 	}
 	r.PersistSeconds = time.Since(t0).Seconds()
 	r.BytesPerSample = float64(r.DiskBytes) / float64(w.Samples)
-	o.Logger.Info("querying", "system", kind, "bytes_per_sample", strconv.FormatFloat(r.BytesPerSample, 'f', 3, 64))
+	// Background work that ingest started (merges, compaction, a WAL
+	// checkpoint) finishes before the queries are timed, for every system.
+	idle := waitIdle(ctx, p, time.Minute)
+	o.Logger.Info("querying", "system", kind, "bytes_per_sample", strconv.FormatFloat(r.BytesPerSample, 'f', 3, 64),
+		"waited_for_idle", idle.Round(100*time.Millisecond))
 	stopProf = o.profile(ctx, p, "query.cpu")
 	r.Queries = RunQueries(ctx, p, qs, o.Reps)
 	stopProf()
@@ -150,6 +154,34 @@ func saveProfile(ctx context.Context, p *Peer, path, file string, logger *slog.L
 	if err != nil {
 		logger.Warn("profile failed", "system", p.Kind, "path", path, "err", err)
 	}
+}
+
+// waitIdle waits until p has used less than a tenth of a core for a second
+// (two half-second polls), at most limit, and returns how long it waited.
+func waitIdle(ctx context.Context, p *Peer, limit time.Duration) time.Duration {
+	start := time.Now()
+	prev, err := p.Proc()
+	if err != nil {
+		return 0
+	}
+	for quiet := 0; quiet < 2 && time.Since(start) < limit; {
+		select {
+		case <-ctx.Done():
+			return time.Since(start)
+		case <-time.After(500 * time.Millisecond):
+		}
+		cur, err := p.Proc()
+		if err != nil {
+			return time.Since(start)
+		}
+		if cur.CPUSeconds-prev.CPUSeconds < 0.05 {
+			quiet++
+		} else {
+			quiet = 0
+		}
+		prev = cur
+	}
+	return time.Since(start)
 }
 
 func metricValue(text, name string) float64 {
