@@ -36,7 +36,9 @@ func (q *querier) Select(ctx context.Context, sortSeries bool, hints *storage.Se
 	if hints != nil {
 		mint, maxt = max(mint, hints.Start), min(maxt, hints.End)
 		limit = hints.Limit
-		lastOnly = hints.Func == HintLastSample
+		// The HTTP API's series and label calls ask only which series have
+		// samples in the range: the newest sample answers that too.
+		lastOnly = hints.Func == HintLastSample || hints.Func == hintSeries
 	}
 	refs := q.h.index.postingsFor(ms...)
 	list := make([]*memSeries, 0, len(refs))
@@ -156,6 +158,10 @@ func snapshotRun(ctx context.Context, list []*memSeries, mint, maxt int64, lastO
 // instant selector evaluated at one time, package promql/pushdown): where that
 // sample is the series' newest, it is all the snapshot holds.
 const HintLastSample = "tandem_last_sample"
+
+// hintSeries is the storage.SelectHints.Func of Prometheus's HTTP API when it
+// reads only the labels of the selected series.
+const hintSeries = "series"
 
 // lastSample returns the snapshot of s's newest sample if that is the newest
 // at or before maxt (empty if it is older than mint); false when a full

@@ -3,6 +3,7 @@ package tsdb
 import (
 	"context"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/prometheus/prometheus/model/labels"
@@ -116,5 +117,55 @@ func TestHintLastSampleTombstones(t *testing.T) {
 	}
 	if last != 555_000 {
 		t.Errorf("newest sample not deleted: %d, want 555000", last)
+	}
+}
+
+// TestHintSeries: the HTTP API's series hint selects the same series as a
+// full read, over ranges around series that stopped, end in a stale marker or
+// lost their newest samples to a deletion.
+func TestHintSeries(t *testing.T) {
+	db := openDB(t, t.TempDir(), nil)
+	defer db.Close()
+	var b Batch
+	stale := math.Float64frombits(value.StaleNaN)
+	for ts := int64(0); ts <= 600_000; ts += 15_000 {
+		for _, name := range []string{"a", "b", "c", "d"} {
+			v := float64(ts)
+			switch {
+			case name == "b" && ts > 300_000:
+				continue // stopped half way
+			case name == "c" && ts == 600_000:
+				v = stale
+			}
+			b.Series = append(b.Series, BatchSeries{Labels: series("m", "s", name, "job", "j"), Samples: []Sample{{T: ts, V: v}}})
+		}
+	}
+	if _, err := db.AppendBatch(context.Background(), &b); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Delete(context.Background(), 400_000, 600_000, labels.MustNewMatcher(labels.MatchEqual, "s", "d")); err != nil {
+		t.Fatal(err)
+	}
+	names := func(start, end int64, fn string) []string {
+		q, err := db.Querier(start, end)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close()
+		ss := q.Select(context.Background(), true, &storage.SelectHints{Start: start, End: end, Func: fn}, labels.MustNewMatcher(labels.MatchEqual, "__name__", "m"))
+		var out []string
+		for ss.Next() {
+			out = append(out, ss.At().Labels().Get("s"))
+		}
+		if err := ss.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	for _, r := range [][2]int64{{0, 600_000}, {350_000, 600_000}, {590_000, 700_000}, {0, 100_000}, {301_000, 399_000}, {610_000, 700_000}} {
+		want, got := names(r[0], r[1], ""), names(r[0], r[1], hintSeries)
+		if !slices.Equal(got, want) {
+			t.Errorf("[%d, %d]: series %v with the series hint, %v without", r[0], r[1], got, want)
+		}
 	}
 }

@@ -314,9 +314,10 @@ type tombstoneQuerier struct {
 }
 
 func (q *tombstoneQuerier) Select(ctx context.Context, sortSeries bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
-	if hints != nil && hints.Func == HintLastSample {
+	if hints != nil && (hints.Func == HintLastSample || hints.Func == hintSeries) {
 		// The newest sample may be deleted: the one before it is then the
-		// answer, so the head must return everything.
+		// answer (or shows the series has samples in the range), so the
+		// head must return everything.
 		h := *hints
 		h.Func = ""
 		hints = &h
