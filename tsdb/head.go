@@ -126,6 +126,9 @@ type Head struct {
 	// nextGroupID numbers groups in creation order (counters.groups is a
 	// gauge: GC removes groups).
 	nextGroupID atomic.Uint64
+	// replicaStored is set once a series holding the HA replica label was
+	// created (replayed from before the label was configured).
+	replicaStored atomic.Bool
 	// gcMu: appends hold it shared, GC exclusively, so no append holds a
 	// series that GC removes.
 	gcMu sync.RWMutex
@@ -344,6 +347,9 @@ func (h *Head) getOrCreate(lset labels.Labels, ref uint64) (*memSeries, error) {
 			}
 		}
 	}
+	if rl := h.opts.HAReplicaLabel; rl != "" && lset.Has(rl) {
+		h.replicaStored.Store(true)
+	}
 	s := &memSeries{ref: ref, lset: lset.Copy()}
 	g := h.getOrCreateGroup(h.groupKey(lset))
 	g.mu.Lock()
@@ -499,21 +505,29 @@ func (h *Head) AppendBatch(_ context.Context, b *Batch) (AppendResult, error) {
 			}
 			cs.order = append(cs.order, i)
 		default:
-			lset, replica := bs.Labels, ""
-			if rl := h.opts.HAReplicaLabel; rl != "" {
-				if replica = lset.Get(rl); replica != "" {
-					// An HA pair's replicas write the same series: drop the
-					// replica label; each group elects one replica below.
-					lset = labels.NewBuilder(lset).Del(rl).Labels()
-				}
-			}
 			// Senders repeat their order: the series that followed prev last
-			// time is checked first, without hashing or a map lookup.
+			// time is checked first, without hashing or a map lookup. Stored
+			// series do not hold the HA replica label (unless replayed from
+			// before it was configured), so a request series equal to one
+			// has none either.
+			lset, replica := bs.Labels, ""
+			c := predictNext(prev)
 			var err error
-			if c := predictNext(prev); c != nil && labels.Equal(c.lset, lset) {
+			if c != nil && labels.Equal(c.lset, lset) && !h.replicaStored.Load() {
 				s = c
-			} else if s, err = h.getOrCreate(lset, 0); err == nil && prev != nil {
-				prev.rawNext.Store(s)
+			} else {
+				if rl := h.opts.HAReplicaLabel; rl != "" {
+					if replica = lset.Get(rl); replica != "" {
+						// An HA pair's replicas write the same series: drop the
+						// replica label; each group elects one replica below.
+						lset = labels.NewBuilder(lset).Del(rl).Labels()
+					}
+				}
+				if c != nil && replica != "" && labels.Equal(c.lset, lset) {
+					s = c
+				} else if s, err = h.getOrCreate(lset, 0); err == nil && prev != nil {
+					prev.rawNext.Store(s)
+				}
 			}
 			if err != nil {
 				res.Reject(ErrInvalidLabels, len(bs.Samples), err.Error())
