@@ -320,7 +320,7 @@ func NewAPIHandler(opts APIOptions, engine prompromql.QueryEngine) (http.Handler
 	api.Register(router)
 
 	mux := http.NewServeMux()
-	mux.Handle(apiPrefix+"/", statsQueries(router))
+	mux.Handle(apiPrefix+"/", compressResponses(statsQueries(router)))
 	// Upstream's metadata handler reads scrape targets; tandem reads its own store.
 	mux.Handle("GET "+apiPrefix+"/metadata", instrument("/metadata",
 		ready(compress(metadataHandler(opts.Metadata, logger)))))
@@ -400,9 +400,10 @@ func readyFunc(isReady func() bool) func(http.HandlerFunc) http.HandlerFunc {
 // compress applies Prometheus's CORS headers and response compression to h,
 // as the upstream API does for its own endpoints.
 func compress(h http.HandlerFunc) http.HandlerFunc {
-	c := httputil.CompressionHandler{Handler: h}
+	c := compressResponses(h)
 	return func(w http.ResponseWriter, r *http.Request) {
 		httputil.SetCORS(w, corsOrigin, r)
+		w.Header().Add("Vary", "Accept-Encoding")
 		c.ServeHTTP(w, r)
 	}
 }

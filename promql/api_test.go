@@ -1,6 +1,9 @@
 package promql
 
 import (
+	"bytes"
+	"compress/gzip"
+	"compress/zlib"
 	"context"
 	"encoding/json"
 	"errors"
@@ -750,5 +753,51 @@ func TestNewAPIHandlerValidation(t *testing.T) {
 	}
 	if _, err := NewAPIHandler(APIOptions{Queryable: teststorage.New(t)}, nil); err == nil {
 		t.Fatal("nil engine accepted")
+	}
+}
+
+// TestResponseCompression: API responses are gzip- or deflate-compressed as
+// the client asks (the first of the two in Accept-Encoding), decode to the
+// plain response, and say so in Content-Encoding and Vary.
+func TestResponseCompression(t *testing.T) {
+	base, st := testServer(t, nil)
+	appendTestData(t, st)
+	u := base + "/api/v1/query_range?" + url.Values{"query": {"up"}, "start": {"0"}, "end": {"600"}, "step": {"15"}}.Encode()
+	_, plain, hdr := do(t, http.MethodGet, u, nil, map[string]string{"Accept-Encoding": "identity"})
+	if hdr.Get("Content-Encoding") != "" || !strings.Contains(string(plain), `"status":"success"`) {
+		t.Fatalf("identity: Content-Encoding %q, body %.100s", hdr.Get("Content-Encoding"), plain)
+	}
+	for _, tc := range []struct{ accept, want string }{
+		{"gzip", "gzip"},
+		{"deflate", "deflate"},
+		{"br, deflate, gzip", "deflate"},
+		{"zstd, gzip;q=1.0", ""}, // upstream matches names exactly, q-values aside
+		{"gzip, deflate", "gzip"},
+	} {
+		_, body, hdr := do(t, http.MethodGet, u, nil, map[string]string{"Accept-Encoding": tc.accept})
+		if got := hdr.Get("Content-Encoding"); got != tc.want {
+			t.Fatalf("Accept-Encoding %q: Content-Encoding %q, want %q", tc.accept, got, tc.want)
+		}
+		if !strings.Contains(hdr.Get("Vary"), "Accept-Encoding") {
+			t.Errorf("Accept-Encoding %q: Vary %q", tc.accept, hdr.Get("Vary"))
+		}
+		var r io.Reader = bytes.NewReader(body)
+		var err error
+		switch tc.want {
+		case "gzip":
+			r, err = gzip.NewReader(r)
+		case "deflate":
+			r, err = zlib.NewReader(r)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tc.accept, err)
+		}
+		got, err := io.ReadAll(r)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.accept, err)
+		}
+		if !bytes.Equal(got, plain) {
+			t.Fatalf("Accept-Encoding %q: decoded body differs:\n%.200s\n%.200s", tc.accept, got, plain)
+		}
 	}
 }
