@@ -234,8 +234,10 @@ func (d *decoder) walkV1(data []byte) (*tsdb.Batch, error) {
 		if d.resolver != nil {
 			ref, ok := d.resolver.ResolveNext(prev, d.match)
 			if !ok {
-				if err := d.parseLbuf(); err != nil {
-					return nil, err
+				if d.rawLabels == nil { // hashLbuf hashes the parsed labels
+					if err := d.parseLbuf(); err != nil {
+						return nil, err
+					}
 				}
 				hash = d.hashLbuf()
 				ref, ok = d.resolver.ResolveRaw(prev, hash, d.match)
