@@ -223,6 +223,10 @@ func (d *decoder) walkV1(data []byte) (*tsdb.Batch, error) {
 			return nil, err
 		}
 		if n == 0 && len(d.exbuf) == 0 {
+			// Nothing to store, but a malformed label still fails the request.
+			if err := d.parseLbuf(); err != nil {
+				return nil, err
+			}
 			continue
 		}
 		samples := d.arena[start : start+n : start+n]
