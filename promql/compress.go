@@ -34,12 +34,12 @@ func compressResponses(h http.Handler) http.Handler {
 			gz := gzipPool.Get().(*gzip.Writer)
 			gz.Reset(w)
 			cw.w = gz
-			defer gzipPool.Put(gz)
+			defer func() { gz.Reset(io.Discard); gzipPool.Put(gz) }()
 		} else {
 			zw := zlibPool.Get().(*zlib.Writer)
 			zw.Reset(w)
 			cw.w = zw
-			defer zlibPool.Put(zw)
+			defer func() { zw.Reset(io.Discard); zlibPool.Put(zw) }()
 		}
 		h.ServeHTTP(cw, inner)
 		cw.Header().Del("Content-Length")
