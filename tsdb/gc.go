@@ -100,18 +100,7 @@ func (h *Head) GC(idleBefore int64) (groups, series int) {
 		hash := s.lset.Hash()
 		st := &h.series[hash%stripes]
 		st.mu.Lock()
-		list := st.byHash[hash]
-		for j, o := range list {
-			if o == s {
-				list = append(list[:j:j], list[j+1:]...)
-				break
-			}
-		}
-		if len(list) == 0 {
-			delete(st.byHash, hash)
-		} else {
-			st.byHash[hash] = list
-		}
+		st.remove(hash, s)
 		st.mu.Unlock()
 		rs := &h.refs[s.ref%stripes]
 		rs.mu.Lock()

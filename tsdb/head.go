@@ -95,8 +95,64 @@ func DefaultOptions() Options {
 const stripes = 256
 
 type seriesStripe struct {
-	mu     sync.RWMutex
-	byHash map[uint64][]*memSeries
+	mu sync.RWMutex
+	// byHash holds the first series of each label hash; the rare others
+	// with the same hash (collisions) are in more.
+	byHash map[uint64]*memSeries
+	more   map[uint64][]*memSeries
+}
+
+// get returns the series with labels lset and hash, or nil. Called with mu held.
+func (st *seriesStripe) get(hash uint64, lset labels.Labels) *memSeries {
+	if s := st.byHash[hash]; s != nil && labels.Equal(s.lset, lset) {
+		return s
+	}
+	for _, s := range st.more[hash] {
+		if labels.Equal(s.lset, lset) {
+			return s
+		}
+	}
+	return nil
+}
+
+// add records s under hash. Called with mu held for writing.
+func (st *seriesStripe) add(hash uint64, s *memSeries) {
+	if st.byHash[hash] == nil {
+		st.byHash[hash] = s
+		return
+	}
+	if st.more == nil {
+		st.more = map[uint64][]*memSeries{}
+	}
+	st.more[hash] = append(st.more[hash], s)
+}
+
+// remove drops s, recorded under hash. Called with mu held for writing.
+func (st *seriesStripe) remove(hash uint64, s *memSeries) {
+	if st.byHash[hash] == s {
+		if more := st.more[hash]; len(more) > 0 {
+			st.byHash[hash] = more[0]
+			st.setMore(hash, more[1:])
+		} else {
+			delete(st.byHash, hash)
+		}
+		return
+	}
+	more := st.more[hash]
+	for j, o := range more {
+		if o == s {
+			st.setMore(hash, append(more[:j:j], more[j+1:]...))
+			return
+		}
+	}
+}
+
+func (st *seriesStripe) setMore(hash uint64, list []*memSeries) {
+	if len(list) == 0 {
+		delete(st.more, hash)
+	} else {
+		st.more[hash] = list
+	}
 }
 
 type refStripe struct {
@@ -193,7 +249,7 @@ func Open(dir string, opts Options) (*Head, error) {
 	h.minT.Store(math.MaxInt64)
 	h.maxT.Store(math.MinInt64)
 	for i := range h.series {
-		h.series[i].byHash = map[uint64][]*memSeries{}
+		h.series[i].byHash = map[uint64]*memSeries{}
 		h.refs[i].byRef = map[uint64]*memSeries{}
 		h.raw[i].byRef = map[uint64]*memSeries{}
 		h.groups[i].byKey = map[string]*group{}
@@ -319,23 +375,19 @@ func (h *Head) getOrCreate(lset labels.Labels, ref uint64) (*memSeries, error) {
 	hash := lset.Hash()
 	st := &h.series[hash%stripes]
 	st.mu.RLock()
-	for _, s := range st.byHash[hash] {
-		if labels.Equal(s.lset, lset) {
-			st.mu.RUnlock()
-			return s, nil
-		}
-	}
+	s := st.get(hash, lset)
 	st.mu.RUnlock()
+	if s != nil {
+		return s, nil
+	}
 	if err := validateLabels(lset); err != nil {
 		return nil, err
 	}
 
 	st.mu.Lock()
-	for _, s := range st.byHash[hash] {
-		if labels.Equal(s.lset, lset) {
-			st.mu.Unlock()
-			return s, nil
-		}
+	if s := st.get(hash, lset); s != nil {
+		st.mu.Unlock()
+		return s, nil
 	}
 	if ref == 0 {
 		ref = h.nextRef.Add(1)
@@ -350,12 +402,12 @@ func (h *Head) getOrCreate(lset labels.Labels, ref uint64) (*memSeries, error) {
 	if rl := h.opts.HAReplicaLabel; rl != "" && lset.Has(rl) {
 		h.replicaStored.Store(true)
 	}
-	s := &memSeries{ref: ref, lset: lset.Copy()}
+	s = &memSeries{ref: ref, lset: lset.Copy()}
 	g := h.getOrCreateGroup(h.groupKey(lset))
 	g.mu.Lock()
 	g.addMember(s)
 	g.mu.Unlock()
-	st.byHash[hash] = append(st.byHash[hash], s)
+	st.add(hash, s)
 	st.mu.Unlock()
 
 	rs := &h.refs[ref%stripes]

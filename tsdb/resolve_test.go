@@ -50,3 +50,32 @@ func TestResolveRawFollowsOrder(t *testing.T) {
 		t.Fatal("resolved a series that left the head")
 	}
 }
+
+// TestSeriesStripeCollisions: series sharing a label hash are all found by
+// their labels, and each can be removed, the first one too.
+func TestSeriesStripeCollisions(t *testing.T) {
+	st := seriesStripe{byHash: map[uint64]*memSeries{}}
+	var ss []*memSeries
+	for _, v := range []string{"a", "b", "c"} {
+		s := &memSeries{lset: labels.FromStrings("x", v)}
+		ss = append(ss, s)
+		st.add(7, s) // one hash for all: collisions
+	}
+	for _, s := range ss {
+		if st.get(7, s.lset) != s {
+			t.Fatalf("%s not found", s.lset)
+		}
+	}
+	if st.get(7, labels.FromStrings("x", "d")) != nil || st.get(8, ss[0].lset) != nil {
+		t.Fatal("found a series never added")
+	}
+	st.remove(7, ss[0])
+	if st.get(7, ss[0].lset) != nil || st.get(7, ss[1].lset) != ss[1] || st.get(7, ss[2].lset) != ss[2] {
+		t.Fatal("wrong series after removing the first")
+	}
+	st.remove(7, ss[2])
+	st.remove(7, ss[1])
+	if len(st.byHash) != 0 || len(st.more) != 0 {
+		t.Fatalf("entries left: %v %v", st.byHash, st.more)
+	}
+}
