@@ -326,7 +326,7 @@ func (h *Head) groupKey(lset labels.Labels) string {
 		}
 		b = append(b, n...)
 		b = append(b, '=')
-		b = strconv.AppendQuote(b, v)
+		b = appendQuoted(b, v)
 	}
 	for _, n := range h.opts.GroupBy {
 		if v := lset.Get(n); v != "" {
@@ -342,6 +342,20 @@ func (h *Head) groupKey(lset labels.Labels) string {
 		}
 	}
 	return string(b)
+}
+
+// appendQuoted appends strconv.Quote(v) to b: as is between quotes when v is
+// printable ASCII without a quote or backslash (label values nearly always
+// are), through strconv otherwise.
+func appendQuoted(b []byte, v string) []byte {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return strconv.AppendQuote(b, v)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, v...)
+	return append(b, '"')
 }
 
 // validateLabels checks a label set the way the remote-write spec asks.

@@ -2,6 +2,7 @@ package tsdb
 
 import (
 	"context"
+	"strconv"
 	"testing"
 
 	"github.com/prometheus/prometheus/model/labels"
@@ -77,5 +78,14 @@ func TestSeriesStripeCollisions(t *testing.T) {
 	st.remove(7, ss[1])
 	if len(st.byHash) != 0 || len(st.more) != 0 {
 		t.Fatalf("entries left: %v %v", st.byHash, st.more)
+	}
+}
+
+// TestAppendQuoted: group keys quote values exactly as strconv.Quote does.
+func TestAppendQuoted(t *testing.T) {
+	for _, v := range []string{"", "host-1:9100", `a"b`, `a\b`, "tab\there", "é", "\x7f", "~ !", "\u2028", "\xff"} {
+		if got, want := string(appendQuoted([]byte("x="), v)), "x="+strconv.Quote(v); got != want {
+			t.Errorf("%q: %s, want %s", v, got, want)
+		}
 	}
 }
