@@ -68,6 +68,20 @@ func (w *benchWorkload) scrape(ts int64, rng *rand.Rand, batches []Batch) []Batc
 	return batches
 }
 
+// openBenchHead opens an empty head for a benchmark: group commit (no fsync
+// inside the timed loop) and a clock far past every sample.
+func openBenchHead(b *testing.B) *Head {
+	b.Helper()
+	opts := DefaultOptions()
+	opts.WALSyncInterval = 1 << 40
+	opts.Now = func() int64 { return 1 << 50 }
+	h, err := Open(b.TempDir(), opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return h
+}
+
 // BenchmarkHeadAppend appends the same node_exporter-like scrapes to tandem's
 // head and to Prometheus's tsdb head (both with a WAL) in the same run.
 func BenchmarkHeadAppend(b *testing.B) {
@@ -97,14 +111,7 @@ func BenchmarkHeadAppend(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
 			b.StopTimer()
-			opts := DefaultOptions()
-			opts.WALSyncInterval = 0
-			opts.WALSyncInterval = 1 << 40 // group commit; no fsync inside the timed loop
-			opts.Now = func() int64 { return 1 << 50 }
-			h, err := Open(b.TempDir(), opts)
-			if err != nil {
-				b.Fatal(err)
-			}
+			h := openBenchHead(b)
 			b.StartTimer()
 			for _, r := range reqs {
 				if res, err := h.AppendBatch(context.Background(), &r[0]); err != nil || res.Err() != nil {
@@ -182,13 +189,7 @@ func BenchmarkHeadAppendOutOfOrder(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
 			b.StopTimer()
-			opts := DefaultOptions()
-			opts.WALSyncInterval = 1 << 40
-			opts.Now = func() int64 { return 1 << 50 }
-			h, err := Open(b.TempDir(), opts)
-			if err != nil {
-				b.Fatal(err)
-			}
+			h := openBenchHead(b)
 			b.StartTimer()
 			for j := range reqs {
 				if res, err := h.AppendBatch(context.Background(), &reqs[j]); err != nil || res.Err() != nil {
@@ -232,13 +233,7 @@ func newPromHead(b *testing.B, dir string) *promtsdb.Head {
 // BenchmarkCheckpoint writes the WAL checkpoint of a head holding 20
 // node_exporter-like targets × 500 series × 240 scrapes (1 h), as after a flush.
 func BenchmarkCheckpoint(b *testing.B) {
-	opts := DefaultOptions()
-	opts.WALSyncInterval = 1 << 40
-	opts.Now = func() int64 { return 1 << 50 }
-	h, err := Open(b.TempDir(), opts)
-	if err != nil {
-		b.Fatal(err)
-	}
+	h := openBenchHead(b)
 	defer h.Close()
 	w := newBenchWorkload(20, 500, 8)
 	rng := rand.New(rand.NewSource(1))

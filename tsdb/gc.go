@@ -67,7 +67,7 @@ func (h *Head) GC(idleBefore int64) (groups, series int) {
 				delete(gs.byKey, key)
 				for _, s := range g.members {
 					if s != nil {
-						s.removed = true
+						s.removed.Store(true)
 						removed[s] = true
 					}
 				}
@@ -95,7 +95,6 @@ func (h *Head) GC(idleBefore int64) (groups, series int) {
 	}
 	h.exemplars.forget(removed)
 	for s := range removed {
-		s.gone.Store(true)
 		s.rawNext.Store(nil) // no chain of removed series stays reachable
 		hash := s.lset.Hash()
 		st := &h.series[hash%stripes]

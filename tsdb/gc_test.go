@@ -168,8 +168,8 @@ func TestDBGCRemovesIdleMembers(t *testing.T) {
 	if got := h.counters.series.Load(); got != 1 {
 		t.Fatalf("%d series in the head, want 1 (b removed)", got)
 	}
-	if !sb.gone.Load() || sb.rawNext.Load() != nil {
-		t.Fatal("a removed series is not marked gone for ResolveRaw")
+	if !sb.removed.Load() || sb.rawNext.Load() != nil {
+		t.Fatal("a removed series is not marked removed for ResolveNext")
 	}
 	if got := h.counters.groups.Load(); got != 1 {
 		t.Fatalf("%d groups, want 1", got)

@@ -47,13 +47,11 @@ type memSeries struct {
 	missed int32
 
 	logged atomic.Bool // its series record is in the WAL
-	// gone is removed, readable without a lock (by ResolveRaw).
-	gone atomic.Bool
+	// removed is set when GC took the series out of the head (GC holds gcMu
+	// and g.mu then); atomic so that ResolveNext may read it without them.
+	removed atomic.Bool
 
 	unaligned bool // new samples go to own; guarded by g.mu
-	// removed is set when GC took the series out of the head; GC holds gcMu
-	// and g.mu then, so it may be read under either.
-	removed bool
 }
 
 // group is a set of series sampled together (one scrape target). Its aligned
@@ -102,7 +100,7 @@ func (g *group) addMember(s *memSeries) {
 // removeMember frees s's column, which holds nothing in the head any more
 // (the caller checked); called with g.mu held.
 func (g *group) removeMember(s *memSeries, stats *headCounters) {
-	s.removed = true
+	s.removed.Store(true)
 	g.members[s.col] = nil
 	g.free = append(g.free, s.col)
 	if s.unaligned {
@@ -325,7 +323,7 @@ func (g *group) snapshot(s *memSeries, mint, maxt int64) *seriesData {
 // timestamp column is decoded once, not once per series.
 func (g *group) snapshotShared(s *memSeries, mint, maxt int64, sc *snapCache) *seriesData {
 	d := &seriesData{mint: mint, maxt: maxt, sc: sc}
-	if s.removed {
+	if s.removed.Load() {
 		return d // GC removed it; its column may belong to another series now
 	}
 	newest := s.lastT

@@ -468,7 +468,7 @@ func groupHash(key string) uint64 {
 // request, so most known series are found without a hash, a map or a lock.
 func (h *Head) ResolveNext(prev SeriesRef, match func(labels.Labels) bool) (SeriesRef, bool) {
 	if p := prev.s; p != nil {
-		if c := p.rawNext.Load(); c != nil && !c.gone.Load() && match(c.lset) {
+		if c := p.rawNext.Load(); c != nil && !c.removed.Load() && match(c.lset) {
 			return SeriesRef{ID: c.ref, s: c}, true
 		}
 	}
@@ -500,7 +500,7 @@ func predictNext(p *memSeries) *memSeries {
 	if p == nil {
 		return nil
 	}
-	if c := p.rawNext.Load(); c != nil && !c.removed {
+	if c := p.rawNext.Load(); c != nil && !c.removed.Load() {
 		return c
 	}
 	return nil
@@ -566,7 +566,7 @@ func (h *Head) AppendBatch(_ context.Context, b *Batch) (AppendResult, error) {
 			if s = bs.Ref.s; s == nil {
 				s = h.seriesByRef(bs.Ref.ID)
 			}
-			if s == nil || s.removed {
+			if s == nil || s.removed.Load() {
 				return res, fmt.Errorf("series %d: %w", bs.Ref.ID, ErrSeriesGone)
 			}
 			cs.order = append(cs.order, i)

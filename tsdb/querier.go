@@ -167,7 +167,7 @@ const hintSeries = "series"
 // at or before maxt (empty if it is older than mint); false when a full
 // snapshot is needed. Called with s.g.mu held.
 func (s *memSeries) lastSample(mint, maxt int64) (*seriesData, bool) {
-	if s.removed || s.lastT > maxt {
+	if s.removed.Load() || s.lastT > maxt {
 		return nil, false
 	}
 	if n := len(s.late); n > 0 && s.late[n-1].T >= s.lastT {
