@@ -172,6 +172,7 @@ type Head struct {
 	logger *slog.Logger
 	wal    *wal.WAL
 	lock   *dirLock
+	chunks *chunkStore // frozen chunks, outside the Go heap
 
 	series  [stripes]seriesStripe
 	refs    [stripes]refStripe
@@ -260,6 +261,10 @@ func Open(dir string, opts Options) (*Head, error) {
 		return nil, err
 	}
 	h.lock = lock
+	if h.chunks, err = openChunkStore(filepath.Join(dir, "chunks_head"), opts.Logger); err != nil {
+		lock.release()
+		return nil, err
+	}
 	h.metrics = newHeadMetrics(h, opts.Registerer)
 
 	if opts.MinValidTime == 0 {
@@ -272,6 +277,7 @@ func Open(dir string, opts Options) (*Head, error) {
 		Registerer:   opts.Registerer,
 	})
 	if err != nil {
+		h.chunks.close()
 		lock.release()
 		return nil, fmt.Errorf("open WAL: %w", err)
 	}
@@ -280,6 +286,7 @@ func Open(dir string, opts Options) (*Head, error) {
 	n, err := h.replay()
 	if err != nil {
 		w.Close()
+		h.chunks.close()
 		lock.release()
 		return nil, fmt.Errorf("replay WAL: %w", err)
 	}
@@ -292,7 +299,7 @@ func Open(dir string, opts Options) (*Head, error) {
 func (h *Head) walDir() string { return filepath.Join(h.dir, "wal") }
 
 func (h *Head) cut() chunkCut {
-	return chunkCut{rows: h.opts.ChunkRows, blockRange: h.opts.BlockRange.Milliseconds()}
+	return chunkCut{rows: h.opts.ChunkRows, blockRange: h.opts.BlockRange.Milliseconds(), store: h.chunks}
 }
 
 func (h *Head) appendOpts() appendOpts {
@@ -308,6 +315,7 @@ func (h *Head) Close() error {
 		return nil
 	}
 	defer h.lock.release()
+	h.chunks.close()
 	if err := h.wal.Close(); err != nil {
 		return fmt.Errorf("close WAL: %w", err)
 	}

@@ -29,6 +29,8 @@ func newHeadMetrics(h *Head, reg prometheus.Registerer) *headMetrics {
 		m.rejected,
 		gauge("tandem_head_series", "Series in the head.", func() float64 { return float64(h.counters.series.Load()) }),
 		gauge("tandem_head_groups", "Groups (series sampled together) in the head.", func() float64 { return float64(h.counters.groups.Load()) }),
+		gauge("tandem_head_chunks_mapped_bytes", "Bytes of frozen head chunks in memory-mapped files (<data>/chunks_head), including chunks no longer reachable whose file still holds reachable ones.", func() float64 { return float64(h.chunks.fileBytes.Load()) }),
+		gauge("tandem_head_chunk_files", "Memory-mapped head chunk files.", func() float64 { return float64(h.chunks.files.Load()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "tandem_head_members", Help: "Series by storage layout: aligned (sharing the group's timestamp column) or unaligned.",
 			ConstLabels: prometheus.Labels{"layout": "aligned"},

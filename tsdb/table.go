@@ -111,10 +111,19 @@ func (tb *table) set(r *row, c int, v float64) {
 type sealer func(r *row, prevHas func(c int) bool)
 
 // chunkCut decides where head chunks end: after a number of rows, and
-// always at block-range boundaries (so a block flush takes whole chunks).
+// always at block-range boundaries (so a block flush takes whole chunks);
+// and where they go when frozen.
 type chunkCut struct {
 	rows       int
-	blockRange int64 // ms; boundaries are multiples of it, like Prometheus's
+	blockRange int64       // ms; boundaries are multiples of it, like Prometheus's
+	store      *chunkStore // frozen chunks' home; nil: the heap
+}
+
+// freeze freezes b into a chunk placed in the store.
+func (c chunkCut) freeze(b *chunkBuilder) *chunk {
+	ch := b.freeze()
+	c.store.place(ch)
+	return ch
 }
 
 // rangeEnd returns the end (exclusive) of the block range holding t.
@@ -135,7 +144,7 @@ func (tb *table) sealUpTo(horizon int64, cut chunkCut, onSeal sealer) {
 	for k < len(tb.open) && tb.open[k].t <= horizon {
 		r := tb.open[k]
 		if b := tb.building; b != nil && b.rows > 0 && r.t >= cut.rangeEnd(b.minT) {
-			tb.chunks = append(tb.chunks, b.freeze())
+			tb.chunks = append(tb.chunks, cut.freeze(b))
 			tb.building = nil
 		}
 		if tb.building == nil {
@@ -148,7 +157,7 @@ func (tb *table) sealUpTo(horizon int64, cut chunkCut, onSeal sealer) {
 		b.appendRow(r)
 		tb.sealedMaxT = r.t
 		if b.rows >= cut.rows {
-			tb.chunks = append(tb.chunks, b.freeze())
+			tb.chunks = append(tb.chunks, cut.freeze(b))
 			tb.building = nil
 		}
 		tb.free = append(tb.free, r)

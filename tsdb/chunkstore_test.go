@@ -1,0 +1,171 @@
+package tsdb
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+)
+
+func TestMain(m *testing.M) {
+	// A read of a released chunk file must fault, not read a later mapping.
+	keepDeadMappings = true
+	os.Exit(m.Run())
+}
+
+// appendTruncScrapes appends scrapes 0..n-1 (15 s apart) of 3 targets × 20
+// members plus one unaligned member, returning what it appended at or after from.
+func appendTruncScrapes(t *testing.T, h *Head, n int, from int64) model {
+	t.Helper()
+	want := model{}
+	for s := 0; s < n; s++ {
+		var b Batch
+		for g := 0; g < 3; g++ {
+			for m := 0; m < 21; m++ {
+				l := series("cs", "job", "j", "instance", fmt.Sprint(g), "m", fmt.Sprint(m))
+				ts, v := int64(s)*15000, float64(s*m)+0.25
+				if m == 20 {
+					ts += 7 // unaligned member: its own table
+				}
+				b.Series = append(b.Series, BatchSeries{Labels: l, Samples: []Sample{{T: ts, V: v}}})
+				if ts >= from {
+					want.add(l, ts, v)
+				}
+			}
+		}
+		if res, err := h.AppendBatch(context.Background(), &b); err != nil || res.Err() != nil {
+			t.Fatal(err, res.Err())
+		}
+	}
+	return want
+}
+
+// inSegment reports whether b lies in the store's current file.
+func inSegment(h *Head, b []byte) bool {
+	h.chunks.mu.Lock()
+	defer h.chunks.mu.Unlock()
+	s := h.chunks.cur
+	if s == nil || len(b) == 0 {
+		return false
+	}
+	p, lo := uintptr(unsafe.Pointer(&b[0])), uintptr(unsafe.Pointer(&s.data[0]))
+	return p >= lo && p < lo+uintptr(len(s.data))
+}
+
+// TestChunkStoreOffHeap: frozen head chunks live in mapped files, queries read
+// them exactly, and a restart starts from an empty chunk directory.
+func TestChunkStoreOffHeap(t *testing.T) {
+	dir := t.TempDir()
+	h := openHead(t, dir, func(o *Options) { o.ChunkRows = 30 })
+	want := appendTruncScrapes(t, h, 200, math.MinInt64)
+	g := h.getOrCreateGroup(h.groupKey(series("cs", "job", "j", "instance", "0")))
+	g.mu.Lock()
+	last := g.aligned.chunks[len(g.aligned.chunks)-1]
+	own := g.members[20].own.chunks
+	g.mu.Unlock()
+	if !inSegment(h, last.data) || !inSegment(h, last.ts) {
+		t.Fatal("the newest frozen chunk is not in the mapped chunk file")
+	}
+	if len(own) == 0 || !inSegment(h, own[len(own)-1].data) {
+		t.Fatal("the unaligned member's frozen chunk is not in the mapped chunk file")
+	}
+	if h.chunks.liveBytes.Load() == 0 || h.chunks.files.Load() != 1 {
+		t.Fatalf("live bytes %d, files %d", h.chunks.liveBytes.Load(), h.chunks.files.Load())
+	}
+	compareModels(t, want, readAll(t, h, math.MinInt64, math.MaxInt64))
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Leftovers of an earlier run (a crash leaves them) are removed on open,
+	// and the WAL replay writes the chunks anew.
+	stray := filepath.Join(dir, "chunks_head", "999999")
+	if err := os.WriteFile(stray, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h = openHead(t, dir, func(o *Options) { o.ChunkRows = 30 })
+	defer h.Close()
+	if _, err := os.Stat(stray); !os.IsNotExist(err) {
+		t.Fatalf("stray chunk file survived open: %v", err)
+	}
+	if h.chunks.liveBytes.Load() == 0 {
+		t.Fatal("replay placed no chunk in a file")
+	}
+	compareModels(t, want, readAll(t, h, math.MinInt64, math.MaxInt64))
+}
+
+// TestChunkStoreReaderOutlivesTruncation: a reader that holds chunks keeps
+// their file mapped after truncation drops them; once nothing holds them the
+// files are unmapped and removed. The files are small here so that many are
+// released; with keepDeadMappings a read of a released file would fault.
+func TestChunkStoreReaderOutlivesTruncation(t *testing.T) {
+	const cut = 3600000
+	h := openHead(t, t.TempDir(), func(o *Options) { o.ChunkRows = 30; o.BlockRange = time.Hour })
+	defer h.Close()
+	h.chunks.segSize = 2048
+	want := appendTruncScrapes(t, h, 400, cut) // 100 min: two ranges
+	filesBefore := h.chunks.files.Load()
+	if filesBefore < 10 {
+		t.Fatalf("only %d chunk files", filesBefore)
+	}
+
+	q, err := h.Querier(0, cut-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss := q.Select(context.Background(), true, nil, labels.MustNewMatcher(labels.MatchEqual, "__name__", "cs"))
+	var its []chunkenc.Iterator
+	for ss.Next() {
+		it := ss.At().Iterator(nil)
+		if it.Next() != chunkenc.ValFloat { // start reading, keep the rest for later
+			t.Fatal("series without samples")
+		}
+		its = append(its, it)
+	}
+	if len(its) != 63 {
+		t.Fatalf("%d series", len(its))
+	}
+	h.Truncate(cut)
+	for range 3 {
+		runtime.GC()
+	}
+	time.Sleep(20 * time.Millisecond)
+	for i, it := range its {
+		n := 1
+		for it.Next() == chunkenc.ValFloat {
+			n++
+		}
+		if err := it.Err(); err != nil || n != cut/15000 {
+			t.Fatalf("series %d after truncation: %d samples, err %v", i, n, err)
+		}
+	}
+	runtime.KeepAlive(its)
+	its = nil
+	q.Close()
+
+	// Unreachable now: their files go.
+	deadline := time.Now().Add(10 * time.Second)
+	for h.chunks.files.Load() > filesBefore/2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d chunk files still mapped after the chunks became unreachable", h.chunks.files.Load(), filesBefore)
+		}
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+	entries, err := os.ReadDir(h.chunks.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(len(entries)) != h.chunks.files.Load() {
+		t.Fatalf("%d files in %s, %d mapped", len(entries), h.chunks.dir, h.chunks.files.Load())
+	}
+	compareModels(t, want, readAll(t, h, math.MinInt64, math.MaxInt64))
+}
