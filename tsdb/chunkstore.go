@@ -151,12 +151,12 @@ func (cs *chunkStore) close() {
 	}
 }
 
-// place moves c's buffers (built in the heap) into mapped memory and ties the
-// mapping's lifetime to c. Without a store, or when mapping fails, c stays as
-// it is.
-func (cs *chunkStore) place(c *chunk) {
+// place copies c's buffers into mapped memory, points c at the copy and
+// ties the mapping's lifetime to c. It reports false, leaving c as it is,
+// without a store or when mapping fails.
+func (cs *chunkStore) place(c *chunk) bool {
 	if cs == nil {
-		return
+		return false
 	}
 	colBytes := len(c.cols) * int(unsafe.Sizeof(colData{}))
 	bitsOff := (colBytes + 7) &^ 7
@@ -164,27 +164,31 @@ func (cs *chunkStore) place(c *chunk) {
 	dataOff := tsOff + len(c.ts)
 	n := dataOff + len(c.data)
 	if n == 0 {
-		return
+		return false
 	}
 	b, seg := cs.alloc(n)
 	if seg == nil {
-		return
+		return false
 	}
+	// Nothing of c may keep pointing at the caller's buffers.
+	var cols []colData
 	if len(c.cols) > 0 {
-		cols := unsafe.Slice((*colData)(unsafe.Pointer(&b[0])), len(c.cols))
+		cols = unsafe.Slice((*colData)(unsafe.Pointer(&b[0])), len(c.cols))
 		copy(cols, c.cols)
-		c.cols = cols
 	}
+	c.cols = cols
+	var bits []uint64
 	if len(c.bits) > 0 {
-		bits := unsafe.Slice((*uint64)(unsafe.Pointer(&b[bitsOff])), len(c.bits))
+		bits = unsafe.Slice((*uint64)(unsafe.Pointer(&b[bitsOff])), len(c.bits))
 		copy(bits, c.bits)
-		c.bits = bits
 	}
+	c.bits = bits
 	copy(b[tsOff:], c.ts)
 	c.ts = b[tsOff:dataOff:dataOff]
 	copy(b[dataOff:], c.data)
 	c.data = b[dataOff:n:n]
 	runtime.AddCleanup(c, chunkRef.release, chunkRef{seg, int64(n+7) &^ 7})
+	return true
 }
 
 // chunkRef is a chunk's reference on its segment, dropped by the chunk's cleanup.

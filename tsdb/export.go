@@ -25,7 +25,7 @@ func (tb *table) capture(mint, maxt int64) tableData {
 		}
 	}
 	if b := tb.building; b != nil && b.rows > 0 && b.minT >= mint && b.maxT < maxt {
-		d.chunks = append(d.chunks, b.freeze())
+		d.chunks = append(d.chunks, b.freeze(nil))
 	}
 	// Rows of the range are in chunks or open, never both: open rows are
 	// newer than every sealed row.

@@ -27,7 +27,7 @@ func TestFreezeEncodings(t *testing.T) {
 		func(i int) (float64, bool) { return 5, i%7 != 0 },                    // constant with gaps
 		func(i int) (float64, bool) { return math.NaN(), true },               // plain NaN
 	}
-	b := newChunkBuilder()
+	b := newChunkBuilder(len(gens))
 	want := make([][]struct {
 		row int
 		v   float64
@@ -50,7 +50,7 @@ func TestFreezeEncodings(t *testing.T) {
 	for _, cb := range b.cols {
 		xorBytes += len(cb.vals.Bytes())
 	}
-	ch := b.freeze()
+	ch := b.freeze(nil)
 	if len(ch.data) >= xorBytes {
 		t.Errorf("frozen data %d bytes, XOR alone %d", len(ch.data), xorBytes)
 	}

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/bits"
 	"slices"
+	"sync"
 	"unsafe"
 
 	"github.com/tandem-tsdb/tandem/tsdb/encoding"
@@ -120,11 +121,7 @@ type chunkCut struct {
 }
 
 // freeze freezes b into a chunk placed in the store.
-func (c chunkCut) freeze(b *chunkBuilder) *chunk {
-	ch := b.freeze()
-	c.store.place(ch)
-	return ch
-}
+func (c chunkCut) freeze(b *chunkBuilder) *chunk { return b.freeze(c.store) }
 
 // rangeEnd returns the end (exclusive) of the block range holding t.
 func (c chunkCut) rangeEnd(t int64) int64 {
@@ -148,7 +145,7 @@ func (tb *table) sealUpTo(horizon int64, cut chunkCut, onSeal sealer) {
 			tb.building = nil
 		}
 		if tb.building == nil {
-			tb.building = newChunkBuilder()
+			tb.building = newChunkBuilder(tb.ncols)
 		}
 		b := tb.building
 		if onSeal != nil {
@@ -176,25 +173,44 @@ type chunkBuilder struct {
 	minT, maxT int64
 	rows       int
 	ts         encoding.TSEncoder
-	cols       []*colBuilder // nil while the column has no value in this chunk
+	cols       []colBuilder // by column, held by value: 64 bytes per member
+	bitmaps    [][]uint64   // presence bitmaps of the columns with gaps
 }
 
 type colBuilder struct {
-	vals  encoding.XOREncoder
-	first int      // first row with a value
-	n     int      // values
-	last  int      // last row with a value
-	bits  []uint64 // row presence; nil while rows first..first+n-1 are all present
+	vals  encoding.XOREncoder // no values: the column is absent from this chunk
+	first int32               // first row with a value
+	last  int32               // last row with a value
+	bm    int32               // 1 + index of the row presence bitmap; 0 while rows first..last are all present
 }
 
-func newChunkBuilder() *chunkBuilder { return &chunkBuilder{} }
+func (cb *colBuilder) empty() bool { return cb.vals.Count() == 0 }
+
+// newChunkBuilder returns a builder for a table of about ncols columns.
+func newChunkBuilder(ncols int) *chunkBuilder {
+	return &chunkBuilder{cols: make([]colBuilder, 0, ncols)}
+}
+
+// col returns column c's builder, nil if c has no value in this chunk.
+func (b *chunkBuilder) col(c int) *colBuilder {
+	if c >= len(b.cols) || b.cols[c].empty() {
+		return nil
+	}
+	return &b.cols[c]
+}
+
+// bitmap returns cb's presence bitmap (nil: rows first..last all present).
+func (b *chunkBuilder) bitmap(cb *colBuilder) []uint64 {
+	if cb.bm == 0 {
+		return nil
+	}
+	return b.bitmaps[cb.bm-1]
+}
 
 // hadPrev reports whether column c has a value in the previously sealed row.
 func (b *chunkBuilder) hadPrev(c int) bool {
-	if b.rows == 0 || c >= len(b.cols) || b.cols[c] == nil {
-		return false
-	}
-	return b.cols[c].last == b.rows-1
+	cb := b.col(c)
+	return b.rows > 0 && cb != nil && int(cb.last) == b.rows-1
 }
 
 func (b *chunkBuilder) appendRow(r *row) {
@@ -203,33 +219,35 @@ func (b *chunkBuilder) appendRow(r *row) {
 	}
 	b.maxT = r.t
 	b.ts.Append(r.t)
-	idx := b.rows
+	idx := int32(b.rows)
 	b.rows++
 	for w, word := range r.present {
 		for word != 0 {
 			c := w<<6 + bits.TrailingZeros64(word)
 			word &= word - 1
 			if c >= len(b.cols) {
-				b.cols = append(b.cols, make([]*colBuilder, c+1-len(b.cols))...)
+				b.cols = append(b.cols, make([]colBuilder, c+1-len(b.cols))...)
 			}
-			cb := b.cols[c]
-			if cb == nil {
-				cb = &colBuilder{first: idx}
-				b.cols[c] = cb
-			} else if cb.bits == nil && idx != cb.first+cb.n {
-				cb.bits = make([]uint64, (idx>>6)+1, 4)
-				for i := cb.first; i < cb.first+cb.n; i++ {
-					cb.bits[i>>6] |= 1 << (uint(i) & 63)
+			cb := &b.cols[c]
+			if cb.empty() {
+				cb.first = idx
+			} else if cb.bm == 0 && idx != cb.last+1 {
+				bm := make([]uint64, (idx>>6)+1, 4)
+				for i := cb.first; i <= cb.last; i++ {
+					bm[i>>6] |= 1 << (uint(i) & 63)
 				}
+				b.bitmaps = append(b.bitmaps, bm)
+				cb.bm = int32(len(b.bitmaps))
 			}
-			if cb.bits != nil {
-				for idx>>6 >= len(cb.bits) {
-					cb.bits = append(cb.bits, 0)
+			if cb.bm != 0 {
+				bm := b.bitmaps[cb.bm-1]
+				for int(idx>>6) >= len(bm) {
+					bm = append(bm, 0)
 				}
-				cb.bits[idx>>6] |= 1 << (uint(idx) & 63)
+				bm[idx>>6] |= 1 << (uint(idx) & 63)
+				b.bitmaps[cb.bm-1] = bm
 			}
 			cb.vals.Append(r.vals[c])
-			cb.n++
 			cb.last = idx
 		}
 	}
@@ -238,91 +256,93 @@ func (b *chunkBuilder) appendRow(r *row) {
 // freeze copies the builder into an immutable chunk, re-encoding each column
 // as compactly as its values allow: a constant column keeps only its value,
 // a column of decimal numbers (counters, gauges with a few digits) takes the
-// decimal codec when that is smaller than XOR. All columns share one buffer.
-func (b *chunkBuilder) freeze() *chunk {
-	c := &chunk{minT: b.minT, maxT: b.maxT, rows: b.rows, ts: slices.Clone(b.ts.Bytes())}
-	c.cols = make([]colData, len(b.cols))
-	var sc freezeScratch
-	size, words := 0, 0
-	for _, cb := range b.cols {
-		if cb != nil {
-			size += len(cb.vals.Bytes())
-			words += len(cb.bits)
+// decimal codec when that is smaller than XOR. The chunk's columns, bitmaps,
+// timestamps and values are one block of memory: mapped from the store's
+// files when store is not nil (and has room), else in the heap.
+func (b *chunkBuilder) freeze(store *chunkStore) *chunk {
+	sc := freezePool.Get().(*freezeScratch)
+	defer freezePool.Put(sc)
+	c := &chunk{minT: b.minT, maxT: b.maxT, rows: b.rows}
+	sc.cols = slices.Grow(sc.cols[:0], len(b.cols))[:len(b.cols)]
+	clear(sc.cols)
+	sc.data, sc.bits = sc.data[:0], sc.bits[:0]
+	for i := range b.cols {
+		if cb := &b.cols[i]; !cb.empty() {
+			sc.cols[i] = sc.addCol(cb, b.bitmap(cb))
 		}
 	}
-	c.data = make([]byte, 0, size)
-	if words > 0 {
-		c.bits = make([]uint64, 0, words)
+	c.cols, c.bits, c.ts, c.data = sc.cols, sc.bits, b.ts.Bytes(), sc.data
+	if !store.place(c) {
+		c.cols, c.bits, c.ts, c.data = slices.Clone(sc.cols), slices.Clone(sc.bits), slices.Clone(c.ts), slices.Clone(sc.data)
 	}
-	for i, cb := range b.cols {
-		if cb != nil {
-			c.cols[i] = c.addCol(cb, &sc)
-		}
-	}
-	c.data = slices.Clip(c.data)
 	return c
 }
 
-// freezeScratch holds buffers reused across the columns of one freeze.
+var freezePool = sync.Pool{New: func() any { return new(freezeScratch) }}
+
+// freezeScratch holds the buffers of one freeze, reused by the next.
 type freezeScratch struct {
+	cols []colData
+	data []byte
+	bits []uint64
 	vals []float64
 	ms   []int64
 	dec  []byte
 	xd   encoding.XORDecoder
 }
 
-// addCol appends cb's values (re-encoded if smaller) and presence to c.
-func (c *chunk) addCol(cb *colBuilder, sc *freezeScratch) colData {
-	cd := colData{kind: colXOR, first: int32(cb.first), n: int32(cb.n)}
-	if cb.bits != nil {
-		cd.boff = uint32(len(c.bits))
-		c.bits = append(c.bits, cb.bits...)
-		cd.bend = uint32(len(c.bits))
+// addCol appends cb's values, re-encoded if smaller, and its presence bitmap
+// bm to the scratch chunk.
+func (sc *freezeScratch) addCol(cb *colBuilder, bm []uint64) colData {
+	n := cb.vals.Count()
+	cd := colData{kind: colXOR, first: cb.first, n: int32(n)}
+	if bm != nil {
+		cd.boff = uint32(len(sc.bits))
+		sc.bits = append(sc.bits, bm...)
+		cd.bend = uint32(len(sc.bits))
 	}
 	xor := cb.vals.Bytes()
 	enc := xor
-	if sc != nil {
-		sc.vals = sc.vals[:0]
-		sc.xd.Reset(xor, cb.n)
-		for sc.xd.Next() {
-			sc.vals = append(sc.vals, sc.xd.At())
-		}
-		if sc.xd.Err() == nil && len(sc.vals) == cb.n {
-			constant := true
-			fb := math.Float64bits(sc.vals[0])
-			for _, v := range sc.vals[1:] {
-				if math.Float64bits(v) != fb {
-					constant = false
-					break
-				}
+	sc.vals = sc.vals[:0]
+	sc.xd.Reset(xor, n)
+	for sc.xd.Next() {
+		sc.vals = append(sc.vals, sc.xd.At())
+	}
+	if sc.xd.Err() == nil && len(sc.vals) == n {
+		constant := true
+		fb := math.Float64bits(sc.vals[0])
+		for _, v := range sc.vals[1:] {
+			if math.Float64bits(v) != fb {
+				constant = false
+				break
 			}
-			if constant {
-				cd.kind = colConst
-				sc.dec = binary.LittleEndian.AppendUint64(sc.dec[:0], fb)
-				enc = sc.dec
-			} else {
-				if cap(sc.ms) < cb.n {
-					sc.ms = make([]int64, cb.n)
-				}
-				if k, ok := encoding.DecimalScale(sc.vals, encoding.MaxDecimalScale, sc.ms[:cb.n]); ok {
-					sc.dec = encoding.AppendDecimal(sc.dec[:0], sc.ms[:cb.n], k)
-					if len(sc.dec) < len(xor) {
-						cd.kind, enc = colDecimal, sc.dec
-					}
+		}
+		if constant {
+			cd.kind = colConst
+			sc.dec = binary.LittleEndian.AppendUint64(sc.dec[:0], fb)
+			enc = sc.dec
+		} else {
+			if cap(sc.ms) < n {
+				sc.ms = make([]int64, n)
+			}
+			if k, ok := encoding.DecimalScale(sc.vals, encoding.MaxDecimalScale, sc.ms[:n]); ok {
+				sc.dec = encoding.AppendDecimal(sc.dec[:0], sc.ms[:n], k)
+				if len(sc.dec) < len(xor) {
+					cd.kind, enc = colDecimal, sc.dec
 				}
 			}
 		}
 	}
-	cd.off = uint32(len(c.data))
-	c.data = append(c.data, enc...)
-	cd.end = uint32(len(c.data))
+	cd.off = uint32(len(sc.data))
+	sc.data = append(sc.data, enc...)
+	cd.end = uint32(len(sc.data))
 	return cd
 }
 
 // snapshotCol returns an immutable chunk holding only column c (nil if c has
 // no value), XOR-encoded as built: for queries of the chunk being built.
 func (b *chunkBuilder) snapshotCol(c int) *chunk {
-	if c >= len(b.cols) || b.cols[c] == nil {
+	if b.col(c) == nil {
 		return nil
 	}
 	return b.snapshotColTS(c, slices.Clone(b.ts.Bytes()))
@@ -331,11 +351,18 @@ func (b *chunkBuilder) snapshotCol(c int) *chunk {
 // snapshotColTS is snapshotCol with the timestamp column already copied
 // (ts, shared by the snapshots of several columns).
 func (b *chunkBuilder) snapshotColTS(c int, ts []byte) *chunk {
-	if c >= len(b.cols) || b.cols[c] == nil {
+	cb := b.col(c)
+	if cb == nil {
 		return nil
 	}
-	ch := &chunk{minT: b.minT, maxT: b.maxT, rows: b.rows, ts: ts}
-	ch.cols = []colData{ch.addCol(b.cols[c], nil)}
+	n := cb.vals.Count()
+	ch := &chunk{minT: b.minT, maxT: b.maxT, rows: b.rows, ts: ts, data: slices.Clone(cb.vals.Bytes())}
+	cd := colData{kind: colXOR, first: cb.first, n: int32(n), end: uint32(len(ch.data))}
+	if bm := b.bitmap(cb); bm != nil {
+		ch.bits = slices.Clone(bm)
+		cd.bend = uint32(len(bm))
+	}
+	ch.cols = []colData{cd}
 	return ch
 }
 

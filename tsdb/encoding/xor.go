@@ -14,12 +14,13 @@ const (
 )
 
 // XOREncoder appends float64 values with Gorilla XOR encoding; every bit pattern (NaN payloads, ±0, ±Inf) round-trips exactly.
+// It packs into 48 bytes: the head keeps one per series in every chunk being built.
 type XOREncoder struct {
 	w        bitWriter
-	n        int
 	prev     uint64 // bits of the last value
-	leading  uint8  // leading zeros of the current window, or noWindow
-	trailing uint8  // trailing zeros of the current window
+	n        int32
+	leading  uint8 // leading zeros of the current window, or noWindow
+	trailing uint8 // trailing zeros of the current window
 }
 
 // Append adds v to the stream.
@@ -64,7 +65,7 @@ func (e *XOREncoder) Append(v float64) {
 func (e *XOREncoder) Bytes() []byte { return e.w.b }
 
 // Count returns the number of appended values.
-func (e *XOREncoder) Count() int { return e.n }
+func (e *XOREncoder) Count() int { return int(e.n) }
 
 // Reset empties the encoder, keeping the capacity of its buffer.
 func (e *XOREncoder) Reset() {
