@@ -112,7 +112,7 @@ func (r *Report) Markdown(w io.Writer) {
 	row("ingest wall time (s)", func(p PeerResult) string { return fmt.Sprintf("%.1f", p.IngestSeconds) })
 	row("server CPU per sample (ns)", func(p PeerResult) string { return fmt.Sprintf("%.0f", p.CPUNsPerSample) })
 	row("peak RSS after ingest (MiB)", func(p PeerResult) string { return fmt.Sprintf("%.0f", float64(p.PeakRSSBytes)/(1<<20)) })
-	row("Go heap in use after ingest and a GC, bytes/series", func(p PeerResult) string { return fmt.Sprintf("%.0f", p.HeapPerSeries) })
+	row("Go heap in use after ingest (idle, after a GC), bytes/series", func(p PeerResult) string { return fmt.Sprintf("%.0f", p.HeapPerSeries) })
 	row("bytes on disk per sample", func(p PeerResult) string { return fmt.Sprintf("%.3f", p.BytesPerSample) })
 	row("bytes on disk (MB)", func(p PeerResult) string { return fmt.Sprintf("%.1f", float64(p.DiskBytes)/1e6) })
 	row("retried requests", func(p PeerResult) string { return fmt.Sprintf("%d", p.Retries) })

@@ -70,9 +70,6 @@ func RunPeer(ctx context.Context, kind Kind, bin string, w *Workload, qs []Query
 	if err != nil {
 		return r, fmt.Errorf("ingest: %w", err)
 	}
-	if o.ProfileDir != "" {
-		saveProfile(ctx, p, "/debug/pprof/heap", filepath.Join(o.ProfileDir, string(kind)+"-heap.pprof"), o.Logger)
-	}
 	after, err := p.Proc()
 	if err != nil {
 		return r, err
@@ -83,10 +80,16 @@ func RunPeer(ctx context.Context, kind Kind, bin string, w *Workload, qs []Query
 	r.CPUSeconds = after.CPUSeconds - before.CPUSeconds
 	r.CPUNsPerSample = r.CPUSeconds * 1e9 / float64(sr.Samples)
 	r.PeakRSSBytes = after.HWMBytes
-	// The heap is read after a garbage collection in every system (all three
-	// are Go and serve pprof), so it counts what the system keeps, not how
-	// much garbage its collector had left at that moment.
+	// The heap is read once the background work ingest started (a WAL
+	// checkpoint, merges, head compaction) is done, and after a garbage
+	// collection, in every system (all three are Go and serve pprof): it
+	// counts what the system keeps, not the transient buffers of that work
+	// nor the garbage its collector had left at that moment.
+	idle := waitIdle(ctx, p, time.Minute)
 	forceGC(ctx, p, o.Logger)
+	if o.ProfileDir != "" {
+		saveProfile(ctx, p, "/debug/pprof/heap", filepath.Join(o.ProfileDir, string(kind)+"-heap.pprof"), o.Logger)
+	}
 	if m, err := p.Metrics(ctx); err == nil {
 		r.HeapBytes = metricValue(m, "go_memstats_heap_inuse_bytes")
 		r.HeapPerSeries = r.HeapBytes / float64(w.Series)
@@ -108,7 +111,7 @@ func RunPeer(ctx context.Context, kind Kind, bin string, w *Workload, qs []Query
 	r.BytesPerSample = float64(r.DiskBytes) / float64(w.Samples)
 	// Background work that ingest started (merges, compaction, a WAL
 	// checkpoint) finishes before the queries are timed, for every system.
-	idle := waitIdle(ctx, p, time.Minute)
+	idle += waitIdle(ctx, p, time.Minute)
 	o.Logger.Info("querying", "system", kind, "bytes_per_sample", strconv.FormatFloat(r.BytesPerSample, 'f', 3, 64),
 		"waited_for_idle", idle.Round(100*time.Millisecond))
 	stopProf = o.profile(ctx, p, "query.cpu")
