@@ -32,7 +32,7 @@ const minFormatVersion = 1
 func readableVersion(v int) bool { return v >= minFormatVersion && v <= FormatVersion }
 
 // DefaultChunkRows is the default maximum number of rows per chunk.
-const DefaultChunkRows = 240
+const DefaultChunkRows = 480
 
 // tmpSuffix marks a block directory that is still being written.
 const tmpSuffix = ".tmp-for-creation"

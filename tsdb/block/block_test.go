@@ -346,11 +346,12 @@ func checkStats(t *testing.T, b *Block, id uint32, exp []sample, tb *testBlock, 
 				if c.Member != m {
 					continue
 				}
-				for r0 := 0; r0 < len(tab.Timestamps); r0 += chunkRows {
+				for r0, r1 := 0, 0; r0 < len(tab.Timestamps); r0 = r1 {
+					r1 = chunkEnd(r0, len(tab.Timestamps), chunkRows)
 					var ts []int64
 					var vs []float64
 					for i, r := range c.Rows {
-						if int(r) >= r0 && int(r) < r0+chunkRows {
+						if int(r) >= r0 && int(r) < r1 {
 							ts = append(ts, tab.Timestamps[r])
 							vs = append(vs, c.Values[i])
 						}
@@ -627,5 +628,19 @@ func TestEncodingsCovered(t *testing.T) {
 	}
 	if len(enc) != 3 || len(pres) != 3 || regular == 0 || dod == 0 {
 		t.Fatalf("encodings %v presence %v regular %d dod %d", enc, pres, regular, dod)
+	}
+}
+
+// TestChunkEnd: chunks are chunkRows long, and a remainder shorter than a
+// quarter of that joins the last chunk instead of making a chunk of its own.
+func TestChunkEnd(t *testing.T) {
+	for _, c := range []struct{ r0, n, rows, want int }{
+		{0, 721, 240, 240}, {240, 721, 240, 480}, {480, 721, 240, 721},
+		{0, 1, 240, 1}, {0, 300, 240, 240}, {0, 299, 240, 299}, {0, 7, 1, 1},
+		{0, 960, 480, 480}, {480, 960, 480, 960},
+	} {
+		if got := chunkEnd(c.r0, c.n, c.rows); got != c.want {
+			t.Errorf("chunkEnd(%d, %d, %d) = %d, want %d", c.r0, c.n, c.rows, got, c.want)
+		}
 	}
 }

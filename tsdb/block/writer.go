@@ -266,8 +266,8 @@ func (w *blockWriter) addGroup(g *Group) error {
 		tb := &g.Tables[ti]
 		var cms []chunkMeta
 		w.pos = append(w.pos[:0], make([]int, len(tb.Columns))...)
-		for r0 := 0; r0 < len(tb.Timestamps); r0 += w.opts.ChunkRows {
-			r1 := min(len(tb.Timestamps), r0+w.opts.ChunkRows)
+		for r0, r1 := 0, 0; r0 < len(tb.Timestamps); r0 = r1 {
+			r1 = chunkEnd(r0, len(tb.Timestamps), w.opts.ChunkRows)
 			w.cols, w.rel = w.cols[:0], w.rel[:0]
 			for ci := range tb.Columns {
 				c := &tb.Columns[ci]
@@ -313,6 +313,18 @@ func (w *blockWriter) addGroup(g *Group) error {
 	w.meta.Stats.NumSeries += uint64(len(g.Members))
 	w.groups = append(w.groups, gr)
 	return nil
+}
+
+// chunkEnd returns the end (exclusive) of the chunk that starts at row r0 of
+// a table of n rows: chunkRows rows later, or n when fewer than a quarter of
+// chunkRows would be left for a last chunk (a chunk's header, directory and
+// column headers cost the same for 1 row as for chunkRows).
+func chunkEnd(r0, n, chunkRows int) int {
+	r1 := r0 + chunkRows
+	if n-r1 < chunkRows/4 {
+		return n
+	}
+	return r1
 }
 
 // validate checks table ti of g.
