@@ -27,6 +27,8 @@ type Workload struct {
 	MinT     int64 // first scrape (ms)
 	MaxT     int64 // last scrape (ms)
 	Bytes    int64 // encoded body bytes
+	// EntropyFloor is the generator's EntropyBytesPerSample.
+	EntropyFloor float64
 }
 
 // Batch is one encoded request.
@@ -63,7 +65,7 @@ func BuildWorkload(o WorkloadOptions) (*Workload, error) {
 		return nil, err
 	}
 	w := &Workload{Version: o.Version, Shards: make([][]Batch, o.Shards), Targets: o.Targets, Scrapes: o.Scrapes,
-		Interval: o.Interval, Series: o.Targets * g.SeriesPerTarget(), MinT: start.UnixMilli()}
+		Interval: o.Interval, Series: o.Targets * g.SeriesPerTarget(), MinT: start.UnixMilli(), EntropyFloor: g.EntropyBytesPerSample()}
 	var encErr error
 	b, err := workload.NewBatcher(workload.SendOptions{Version: o.Version, Shards: o.Shards, MaxSamplesPerSend: 2000}, func(r workload.Request) error {
 		e, err := r.Encode()

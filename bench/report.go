@@ -9,26 +9,29 @@ import (
 // Report is one run of the harness: the machine, the workload, every
 // system's measurements and how their answers compare with Prometheus's.
 type Report struct {
-	Command    string       `json:"command"`
-	Date       string       `json:"date"`
-	Machine    string       `json:"machine"`
-	Size       string       `json:"size"`
-	Protocol   int          `json:"remote_write_version"`
-	Series     int          `json:"series"`
-	Targets    int          `json:"targets"`
-	Scrapes    int          `json:"scrapes_per_target"`
-	Interval   string       `json:"scrape_interval"`
-	Samples    int64        `json:"samples"`
-	Requests   int          `json:"requests"`
-	WireBytes  int64        `json:"encoded_bytes"`
-	Shards     int          `json:"shards"`
-	Results    []PeerResult `json:"results"`
-	Equality   []Equality   `json:"equality_with_prometheus"`
-	Goals      []Target     `json:"goals"`
-	BuildSecs  float64      `json:"workload_build_seconds"`
-	QueryReps  int          `json:"query_reps"`
-	Tolerance  float64      `json:"relative_tolerance"`
-	GoMaxProcs int          `json:"gomaxprocs"`
+	Command   string       `json:"command"`
+	Date      string       `json:"date"`
+	Machine   string       `json:"machine"`
+	Size      string       `json:"size"`
+	Protocol  int          `json:"remote_write_version"`
+	Series    int          `json:"series"`
+	Targets   int          `json:"targets"`
+	Scrapes   int          `json:"scrapes_per_target"`
+	Interval  string       `json:"scrape_interval"`
+	Samples   int64        `json:"samples"`
+	Requests  int          `json:"requests"`
+	WireBytes int64        `json:"encoded_bytes"`
+	Shards    int          `json:"shards"`
+	Results   []PeerResult `json:"results"`
+	Equality  []Equality   `json:"equality_with_prometheus"`
+	Goals     []Target     `json:"goals"`
+	BuildSecs float64      `json:"workload_build_seconds"`
+	// EntropyFloor is a lower bound on bytes per sample for the generated
+	// values (workload.Generator.EntropyBytesPerSample).
+	EntropyFloor float64 `json:"value_entropy_bytes_per_sample"`
+	QueryReps    int     `json:"query_reps"`
+	Tolerance    float64 `json:"relative_tolerance"`
+	GoMaxProcs   int     `json:"gomaxprocs"`
 }
 
 // Target is one performance target of tandem against a peer, as measured.
@@ -63,6 +66,10 @@ func (r *Report) EvaluateTargets() {
 		add("ingest samples/s ÷ VictoriaMetrics", x, "≥ 2", x >= 2)
 		x = t.BytesPerSample / vm.BytesPerSample
 		add("bytes/sample ÷ VictoriaMetrics", x, "≤ 0.7", x <= 0.7)
+		if r.EntropyFloor > 0 {
+			x = r.EntropyFloor / vm.BytesPerSample
+			add("values' entropy floor ÷ VictoriaMetrics's bytes/sample", x, "(no lossless encoding goes below)", true)
+		}
 		x = float64(t.PeakRSSBytes) / float64(vm.PeakRSSBytes)
 		add("peak RSS during ingest ÷ VictoriaMetrics", x, "≤ 1", x <= 1)
 		x = t.QueryMedianSum / vm.QueryMedianSum
@@ -92,6 +99,10 @@ func (r *Report) Markdown(w io.Writer) {
 		"remote-write %d.0 in %d pre-encoded requests (%.1f MB on the wire) over %d shards; built in %.0f s before the timed phase.\n\n",
 		r.Size, r.Targets, r.Series/max(r.Targets, 1), r.Series, r.Interval, r.Scrapes, r.Samples, r.Protocol, r.Requests,
 		float64(r.WireBytes)/1e6, r.Shards, r.BuildSecs)
+	if r.EntropyFloor > 0 {
+		fmt.Fprintf(w, "Entropy of the generated values, a floor for any lossless encoding (gauges and counters given the generator's model; "+
+			"histogram series, timestamps, labels and index counted as free): %.3f bytes/sample.\n\n", r.EntropyFloor)
+	}
 	var heads []string
 	for _, p := range r.Results {
 		heads = append(heads, fmt.Sprintf("%s %s", p.Kind, p.Version))

@@ -132,7 +132,7 @@ func run(args []string) error {
 		Command: "go run ./cmd/tandem-bench " + strings.Join(args, " "), Date: time.Now().UTC().Format(time.RFC3339),
 		Machine: machine(), Size: *size, Protocol: *protocol, Series: w.Series, Targets: n, Scrapes: scrapes,
 		Interval: interval.String(), Samples: w.Samples, Requests: requests, WireBytes: w.Bytes, Shards: *shards,
-		BuildSecs: time.Since(t0).Seconds(), QueryReps: *reps, Tolerance: *tol, GoMaxProcs: runtime.GOMAXPROCS(0),
+		BuildSecs: time.Since(t0).Seconds(), EntropyFloor: w.EntropyFloor, QueryReps: *reps, Tolerance: *tol, GoMaxProcs: runtime.GOMAXPROCS(0),
 	}
 	logger.Info("workload ready", "samples", w.Samples, "series", w.Series, "requests", requests, "mb", w.Bytes>>20)
 	qs := bench.QuerySet(w)
