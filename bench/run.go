@@ -114,9 +114,12 @@ func RunPeer(ctx context.Context, kind Kind, bin string, w *Workload, qs []Query
 	idle += waitIdle(ctx, p, time.Minute)
 	o.Logger.Info("querying", "system", kind, "bytes_per_sample", strconv.FormatFloat(r.BytesPerSample, 'f', 3, 64),
 		"waited_for_idle", idle.Round(100*time.Millisecond))
+	// Allocations of the query phase: pprof -base <kind>-allocs-before-queries.pprof <kind>-allocs-after-queries.pprof.
+	o.saveAllocs(ctx, p, "before")
 	stopProf = o.profile(ctx, p, "query.cpu")
 	r.Queries = RunQueries(ctx, p, qs, o.Reps)
 	stopProf()
+	o.saveAllocs(ctx, p, "after")
 	for _, q := range r.Queries {
 		r.QueryMedianSum += q.MedianMs
 	}
@@ -140,6 +143,13 @@ func (o RunOptions) profile(ctx context.Context, p *Peer, name string) func() {
 			filepath.Join(o.ProfileDir, fmt.Sprintf("%s-%s.pprof", p.Kind, name)), o.Logger)
 	}()
 	return func() { <-done }
+}
+
+// saveAllocs saves p's cumulative allocation profile, when profiles are on.
+func (o RunOptions) saveAllocs(ctx context.Context, p *Peer, when string) {
+	if o.ProfileDir != "" {
+		saveProfile(ctx, p, "/debug/pprof/allocs", filepath.Join(o.ProfileDir, string(p.Kind)+"-allocs-"+when+"-queries.pprof"), o.Logger)
+	}
 }
 
 func saveProfile(ctx context.Context, p *Peer, path, file string, logger *slog.Logger) {

@@ -456,6 +456,19 @@ func decodeTimestamps(b []byte, rows int) []int64 {
 }
 
 func (d *seriesData) add(parts []part, tb *table, c int) []part {
+	// Count first: one allocation of the parts, one of the open samples.
+	n, nopen := 0, 0
+	for _, ch := range tb.chunks {
+		if ch.maxT >= d.mint && ch.minT <= d.maxt {
+			n++
+		}
+	}
+	for _, r := range tb.open {
+		if r.t >= d.mint && r.t <= d.maxt && r.has(c) {
+			nopen++
+		}
+	}
+	parts = slices.Grow(parts, n+2)
 	for _, ch := range tb.chunks {
 		if ch.maxT < d.mint || ch.minT > d.maxt || ch.col(c) == nil {
 			continue
@@ -481,6 +494,9 @@ func (d *seriesData) add(parts []part, tb *table, c int) []part {
 		}
 	}
 	var open []Sample
+	if nopen > 0 {
+		open = make([]Sample, 0, nopen)
+	}
 	for _, r := range tb.open {
 		if r.t < d.mint || r.t > d.maxt || !r.has(c) {
 			continue

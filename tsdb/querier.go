@@ -124,6 +124,10 @@ func snapshotAll(ctx context.Context, list []*memSeries, mint, maxt int64, lastO
 // snapshotRun snapshots list (sorted by group), one lock acquisition per group.
 func snapshotRun(ctx context.Context, list []*memSeries, mint, maxt int64, lastOnly bool) ([]*headSeries, error) {
 	out := make([]*headSeries, 0, len(list))
+	var last []lastSeries // lastOnly: every series' snapshot in one allocation
+	if lastOnly {
+		last = make([]lastSeries, 0, len(list))
+	}
 	for i := 0; i < len(list); {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -137,12 +141,16 @@ func snapshotRun(ctx context.Context, list []*memSeries, mint, maxt int64, lastO
 		g.mu.Lock()
 		for ; i < len(list) && list[i].g == g; i++ {
 			if lastOnly {
-				if d, ok := list[i].lastSample(mint, maxt); ok {
-					if !d.empty() {
-						out = append(out, &headSeries{lset: list[i].lset, d: d})
+				last = append(last, lastSeries{})
+				if hs, ok := list[i].lastSample(mint, maxt, &last[len(last)-1]); ok {
+					if hs != nil {
+						out = append(out, hs)
+					} else {
+						last = last[:len(last)-1]
 					}
 					continue
 				}
+				last = last[:len(last)-1]
 			}
 			if d := g.snapshotShared(list[i], mint, maxt, shared); !d.empty() {
 				out = append(out, &headSeries{lset: list[i].lset, d: d})
@@ -163,21 +171,33 @@ const HintLastSample = "tandem_last_sample"
 // reads only the labels of the selected series.
 const hintSeries = "series"
 
-// lastSample returns the snapshot of s's newest sample if that is the newest
-// at or before maxt (empty if it is older than mint); false when a full
-// snapshot is needed. Called with s.g.mu held.
-func (s *memSeries) lastSample(mint, maxt int64) (*seriesData, bool) {
+// lastSeries is a series' snapshot when it holds one sample (lastSample):
+// everything it points to in one struct, allocated with its neighbours'.
+type lastSeries struct {
+	hs headSeries
+	d  seriesData
+	p  [1]part
+	s  [1]Sample
+}
+
+// lastSample fills ls with the snapshot of s's newest sample if that is the
+// newest at or before maxt and returns it (nil if the sample is older than
+// mint); false when a full snapshot is needed. Called with s.g.mu held.
+func (s *memSeries) lastSample(mint, maxt int64, ls *lastSeries) (*headSeries, bool) {
 	if s.removed.Load() || s.lastT > maxt {
 		return nil, false
 	}
 	if n := len(s.late); n > 0 && s.late[n-1].T >= s.lastT {
 		return nil, false
 	}
-	d := &seriesData{mint: mint, maxt: maxt}
-	if s.lastT >= mint {
-		d.parts = []part{{samples: []Sample{{T: s.lastT, V: s.lastV}}}}
+	if s.lastT < mint {
+		return nil, true
 	}
-	return d, true
+	ls.s[0] = Sample{T: s.lastT, V: s.lastV}
+	ls.p[0] = part{samples: ls.s[:]}
+	ls.d = seriesData{mint: mint, maxt: maxt, parts: ls.p[:]}
+	ls.hs = headSeries{lset: s.lset, d: &ls.d}
+	return &ls.hs, true
 }
 
 var errLimitTruncated = limitError("results truncated due to limit")
