@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 )
 
 // MaxDecimalScale is the largest number of decimal digits after the point that the decimal codec tries.
@@ -229,6 +230,46 @@ func (d *DecimalDecoder) Next() bool {
 
 // At returns the current value.
 func (d *DecimalDecoder) At() float64 { return float64(d.m) / d.p }
+
+// AppendNext decodes up to k more values (fewer at the end of the stream or
+// on an error, see Err) and appends them to dst: the values Next and At would
+// yield, in one loop. At then returns the last of them.
+func (d *DecimalDecoder) AppendNext(dst []float64, k int) []float64 {
+	k = min(k, d.n-d.i)
+	// The first values of a delta stream are special cases: Next has them.
+	for ; k > 0 && d.i < d.order; k-- {
+		if !d.Next() {
+			return dst
+		}
+		dst = append(dst, d.At())
+	}
+	if k <= 0 || d.err != nil {
+		return dst
+	}
+	dst = slices.Grow(dst, k)
+	r, m, dd, base, width, p := d.r, d.m, d.d, uint64(d.base), d.width, d.p
+	done := 0
+	for ; done < k; done++ {
+		f, ok := r.readBits(width)
+		if !ok {
+			d.err = fmt.Errorf("decode value %d of %d: %w", d.i+done, d.n, ErrTruncated)
+			break
+		}
+		switch d.order {
+		case 0:
+			m = int64(base + f)
+		case 1:
+			m += int64(base + f)
+		default:
+			dd += int64(base + f)
+			m += dd
+		}
+		dst = append(dst, float64(m)/p)
+	}
+	d.r, d.m, d.d = r, m, dd
+	d.i += done
+	return dst
+}
 
 // Err returns the error that stopped decoding, if any.
 func (d *DecimalDecoder) Err() error { return d.err }

@@ -27,6 +27,40 @@ func roundTripDecimal(t *testing.T, vals []float64) (ok bool, size int) {
 	if d.Next() {
 		t.Fatal("extra value")
 	}
+	// AppendNext yields the same values, in runs of any length, mixed with Next.
+	for _, step := range []int{1, 2, 3, 7, 64, len(vals) + 1} {
+		d.Reset(b, len(vals))
+		var got []float64
+		for i := 0; len(got) < len(vals); i++ {
+			if i%3 == 2 {
+				if !d.Next() {
+					t.Fatalf("step %d: Next after %d values: %v", step, len(got), d.Err())
+				}
+				got = append(got, d.At())
+				continue
+			}
+			n := len(got)
+			got = d.AppendNext(got, step)
+			if len(got) == n || d.Err() != nil || math.Float64bits(d.At()) != math.Float64bits(got[len(got)-1]) {
+				t.Fatalf("step %d: AppendNext after %d values: %d more, At %v, err %v", step, n, len(got)-n, d.At(), d.Err())
+			}
+		}
+		for i, v := range vals {
+			if math.Float64bits(got[i]) != math.Float64bits(v) {
+				t.Fatalf("step %d: value %d: got %v, want %v", step, i, got[i], v)
+			}
+		}
+		if len(d.AppendNext(nil, 5)) != 0 || d.Next() {
+			t.Fatalf("step %d: values past the end", step)
+		}
+	}
+	// A truncated stream ends AppendNext early, with an error.
+	if len(vals) > 8 {
+		d.Reset(b[:len(b)/2], len(vals))
+		if got := d.AppendNext(nil, len(vals)); len(got) == len(vals) || d.Err() == nil {
+			t.Fatalf("truncated stream: %d values, err %v", len(got), d.Err())
+		}
+	}
 	return true, len(b)
 }
 
@@ -35,10 +69,12 @@ func TestDecimal(t *testing.T) {
 	gauge := make([]float64, 240)
 	counter := make([]float64, 240)
 	c := 1e9
+	linear := make([]float64, 240)
 	for i := range gauge {
 		gauge[i] = float64(rng.IntN(100000)) / 100
 		c += 1500 + float64(rng.IntN(200))
 		counter[i] = c
+		linear[i] = 7.5 + 0.25*float64(i*i) + float64(rng.IntN(3))
 	}
 	for name, tc := range map[string]struct {
 		vals    []float64
@@ -47,6 +83,7 @@ func TestDecimal(t *testing.T) {
 	}{
 		"gauge 2 decimals": {gauge, true, 240*18/8 + 16},
 		"counter":          {counter, true, 240 + 16},
+		"accelerating":     {linear, true, 320},
 		"one":              {[]float64{0.1}, true, 8},
 		"two":              {[]float64{3, -4.5}, true, 12},
 		"negative zero":    {[]float64{1, math.Copysign(0, -1)}, false, 0},
@@ -93,11 +130,24 @@ func BenchmarkDecimalDecode(b *testing.B) {
 	}
 	enc := AppendDecimal(nil, vals, 2)
 	var d DecimalDecoder
-	b.ReportAllocs()
-	for b.Loop() {
-		d.Reset(enc, len(vals))
-		for d.Next() {
+	b.Run("next", func(b *testing.B) {
+		b.ReportAllocs()
+		sum := 0.0
+		for b.Loop() {
+			d.Reset(enc, len(vals))
+			for d.Next() {
+				sum += d.At()
+			}
 		}
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(vals)), "ns/sample")
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(vals)), "ns/sample")
+	})
+	b.Run("append", func(b *testing.B) {
+		b.ReportAllocs()
+		dst := make([]float64, 0, len(vals))
+		for b.Loop() {
+			d.Reset(enc, len(vals))
+			dst = d.AppendNext(dst[:0], len(vals))
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(vals)), "ns/sample")
+	})
 }
