@@ -9,11 +9,12 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 )
 
-// defaultSegmentSize is the size of one chunk file of the head; the files are
-// sparse, so unused space takes no disk.
+// defaultSegmentSize is the size of one chunk file of the head, reserved on
+// disk when the file is made.
 const defaultSegmentSize = 32 << 20
 
 // chunkStore keeps the head's frozen chunks in memory-mapped files under
@@ -33,7 +34,7 @@ type chunkStore struct {
 	cur    *chunkSegment
 	seq    int
 	closed bool
-	failed bool // a file could not be made: chunks stay in the heap, logged once
+	failed time.Time // when a file could not be made: chunks stay in the heap for a minute
 
 	liveBytes atomic.Int64 // bytes of chunks in files that are still reachable
 	fileBytes atomic.Int64 // bytes written to files still mapped (unreachable chunks included)
@@ -73,7 +74,7 @@ func openChunkStore(dir string, logger *slog.Logger) (*chunkStore, error) {
 func (cs *chunkStore) alloc(n int) ([]byte, *chunkSegment) {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
-	if cs.closed || cs.failed {
+	if cs.closed || !cs.failed.IsZero() && time.Since(cs.failed) < time.Minute {
 		return nil, nil
 	}
 	if s := cs.cur; s == nil || s.used+n > len(s.data) {
@@ -83,9 +84,15 @@ func (cs *chunkStore) alloc(n int) ([]byte, *chunkSegment) {
 		}
 		s, err := cs.newSegment(max(cs.segSize, n))
 		if err != nil {
-			cs.failed = true
-			cs.logger.Error("head chunks stay in memory: cannot map a chunk file", "err", err)
+			if cs.failed.IsZero() {
+				cs.logger.Error("head chunks stay in the heap until a chunk file can be made (retried every minute)", "err", err)
+			}
+			cs.failed = time.Now()
 			return nil, nil
+		}
+		if !cs.failed.IsZero() {
+			cs.logger.Info("head chunks go to chunk files again")
+			cs.failed = time.Time{}
 		}
 		cs.cur = s
 	}
@@ -107,9 +114,11 @@ func (cs *chunkStore) newSegment(size int) (*chunkSegment, error) {
 		return nil, fmt.Errorf("create chunk file: %w", err)
 	}
 	defer f.Close() // the mapping stays valid
-	if err := f.Truncate(int64(size)); err != nil {
+	// The file's blocks are reserved now: a write through the mapping to a
+	// block the file system cannot allocate (a full disk) would be a SIGBUS.
+	if err := preallocate(f, int64(size)); err != nil {
 		os.Remove(path)
-		return nil, fmt.Errorf("size chunk file %s: %w", path, err)
+		return nil, fmt.Errorf("reserve %d bytes for chunk file %s: %w", size, path, err)
 	}
 	data, err := syscall.Mmap(int(f.Fd()), 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
 	if err != nil {

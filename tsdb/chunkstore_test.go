@@ -169,3 +169,28 @@ func TestChunkStoreReaderOutlivesTruncation(t *testing.T) {
 	}
 	compareModels(t, want, readAll(t, h, math.MinInt64, math.MaxInt64))
 }
+
+// TestChunkStoreFallsBackToHeap: when no chunk file can be made (here: one
+// larger than any file system takes), chunks stay in the heap and nothing
+// is lost.
+func TestChunkStoreFallsBackToHeap(t *testing.T) {
+	h := openHead(t, t.TempDir(), func(o *Options) { o.ChunkRows = 30 })
+	defer h.Close()
+	h.chunks.segSize = 1 << 62
+	want := appendTruncScrapes(t, h, 100, math.MinInt64)
+	if h.chunks.failed.IsZero() || h.chunks.files.Load() != 0 {
+		t.Fatalf("failed at %v, %d files", h.chunks.failed, h.chunks.files.Load())
+	}
+	compareModels(t, want, readAll(t, h, math.MinInt64, math.MaxInt64))
+
+	// A minute later the store tries again, and files work again.
+	h.chunks.segSize = 1 << 20
+	h.chunks.mu.Lock()
+	h.chunks.failed = h.chunks.failed.Add(-time.Minute)
+	h.chunks.mu.Unlock()
+	more := appendTruncScrapes(t, h, 200, math.MinInt64) // rewrites 0..99 (duplicates), adds 100..199
+	if !h.chunks.failed.IsZero() || h.chunks.files.Load() != 1 {
+		t.Fatalf("after the retry: failed at %v, %d files", h.chunks.failed, h.chunks.files.Load())
+	}
+	compareModels(t, more, readAll(t, h, math.MinInt64, math.MaxInt64))
+}
