@@ -45,8 +45,9 @@ scales:
 // AppendDecimal appends the decimal encoding of the mantissas ms at scale k
 // (values ms[i]/10^k) to dst, choosing the values themselves (order 0, for
 // gauges that wander around a level), delta (order 1) or delta-of-delta
-// (order 2) residuals, whichever is smallest; see the package documentation
-// for the format.
+// (order 2) residuals, whichever is smallest; residuals that are all a
+// multiple of one step apart (memory in pages, disk bytes in sectors) are
+// stored divided by it. See the package documentation for the format.
 func AppendDecimal(dst []byte, ms []int64, k int) []byte {
 	order, best := 0, residualBits(ms, 0)
 	for o := 1; o <= 2; o++ {
@@ -54,13 +55,23 @@ func AppendDecimal(dst []byte, ms []int64, k int) []byte {
 			order, best = o, b
 		}
 	}
-	w := bitWriter{b: dst, free: 0}
-	w.writeBits(uint64(k), 8)
-	w.writeBits(uint64(order), 8)
 	var base int64
 	var width uint
+	step := uint64(1)
 	if len(ms) > order {
 		base, width = residualRange(ms, order)
+		if width > 1 {
+			if step = residualStep(ms, order, base); step > 1 {
+				width = uint(bits.Len64(maxOffset(ms, order, base) / step))
+			}
+		}
+	}
+	w := bitWriter{b: dst, free: 0}
+	w.writeBits(uint64(k), 8)
+	if step > 1 {
+		w.writeBits(uint64(order)|orderStepped, 8)
+	} else {
+		w.writeBits(uint64(order), 8)
 	}
 	if order >= 1 && len(ms) > 0 {
 		w.writeVarint(ms[0])
@@ -69,24 +80,58 @@ func AppendDecimal(dst []byte, ms []int64, k int) []byte {
 		w.writeVarint(ms[1] - ms[0])
 	}
 	w.writeVarint(base)
-	w.writeBits(uint64(width), 8)
-	if order == 0 {
-		for _, m := range ms {
-			w.writeBits(uint64(m)-uint64(base), width)
-		}
-		return w.b
+	if step > 1 {
+		w.writeUvarint(step)
 	}
-	var d int64
-	for i := 1; i < len(ms); i++ {
-		di := ms[i] - ms[i-1]
-		if order == 1 {
-			w.writeBits(uint64(di)-uint64(base), width)
-		} else if i >= 2 {
-			w.writeBits(uint64(di-d)-uint64(base), width)
-		}
-		d = di
+	w.writeBits(uint64(width), 8)
+	for i := order; i < len(ms); i++ {
+		w.writeBits((uint64(residual(ms, i, order))-uint64(base))/step, width)
 	}
 	return w.b
+}
+
+// orderStepped flags, in the order byte, residuals stored divided by a step.
+const orderStepped = 0x80
+
+// residualStep returns the greatest common divisor of the residuals' offsets
+// from base (1 as soon as it is 1, which is most often within a few values).
+func residualStep(ms []int64, order int, base int64) uint64 {
+	var g uint64
+	for i := order; i < len(ms); i++ {
+		if g = gcd(g, uint64(residual(ms, i, order))-uint64(base)); g == 1 {
+			return 1
+		}
+	}
+	return max(g, 1)
+}
+
+// maxOffset returns the largest offset of a residual from base.
+func maxOffset(ms []int64, order int, base int64) uint64 {
+	var hi uint64
+	for i := order; i < len(ms); i++ {
+		hi = max(hi, uint64(residual(ms, i, order))-uint64(base))
+	}
+	return hi
+}
+
+// gcd is Stein's binary greatest common divisor; gcd(0, x) = x.
+func gcd(a, b uint64) uint64 {
+	if a == 0 {
+		return b
+	}
+	if b == 0 {
+		return a
+	}
+	shift := bits.TrailingZeros64(a | b)
+	a >>= bits.TrailingZeros64(a)
+	for b != 0 {
+		b >>= bits.TrailingZeros64(b)
+		if a > b {
+			a, b = b, a
+		}
+		b -= a
+	}
+	return a << shift
 }
 
 // residual returns the i-th residual (i >= order) of ms of the given order.
@@ -143,6 +188,7 @@ type DecimalDecoder struct {
 	m, d  int64
 	d1    int64
 	base  int64
+	step  uint64 // residual = base + field*step
 	width uint
 	err   error
 }
@@ -164,10 +210,12 @@ func (d *DecimalDecoder) header() error {
 	if !ok {
 		return fmt.Errorf("decimal header: %w", ErrTruncated)
 	}
+	stepped := order&orderStepped != 0
+	order &^= orderStepped
 	if k > MaxDecimalScale || order > 2 {
 		return fmt.Errorf("decimal scale %d order %d: %w", k, order, ErrMalformed)
 	}
-	d.p, d.order = pow10[k], int(order)
+	d.p, d.order, d.step = pow10[k], int(order), 1
 	var err error
 	if d.order >= 1 && d.n > 0 {
 		if d.m, err = d.r.readVarint(); err != nil {
@@ -181,6 +229,14 @@ func (d *DecimalDecoder) header() error {
 	}
 	if d.base, err = d.r.readVarint(); err != nil {
 		return fmt.Errorf("decimal residual base: %w", err)
+	}
+	if stepped {
+		if d.step, err = d.r.readUvarint(); err != nil {
+			return fmt.Errorf("decimal residual step: %w", err)
+		}
+		if d.step < 2 {
+			return fmt.Errorf("decimal residual step %d: %w", d.step, ErrMalformed)
+		}
 	}
 	w, ok := d.r.readBits(8)
 	if !ok {
@@ -205,7 +261,7 @@ func (d *DecimalDecoder) Next() bool {
 			d.err = fmt.Errorf("decode value %d of %d: %w", d.i, d.n, ErrTruncated)
 			return false
 		}
-		d.m = int64(uint64(d.base) + f)
+		d.m = int64(uint64(d.base) + f*d.step)
 	case d.i == 0:
 	case d.order == 2 && d.i == 1:
 		d.d = d.d1
@@ -216,7 +272,7 @@ func (d *DecimalDecoder) Next() bool {
 			d.err = fmt.Errorf("decode value %d of %d: %w", d.i, d.n, ErrTruncated)
 			return false
 		}
-		r := int64(uint64(d.base) + f)
+		r := int64(uint64(d.base) + f*d.step)
 		if d.order == 1 {
 			d.m += r
 		} else {
@@ -247,7 +303,7 @@ func (d *DecimalDecoder) AppendNext(dst []float64, k int) []float64 {
 		return dst
 	}
 	dst = slices.Grow(dst, k)
-	r, m, dd, base, width, p := d.r, d.m, d.d, uint64(d.base), d.width, d.p
+	r, m, dd, base, step, width, p := d.r, d.m, d.d, uint64(d.base), d.step, d.width, d.p
 	done := 0
 	for ; done < k; done++ {
 		f, ok := r.readBits(width)
@@ -255,13 +311,14 @@ func (d *DecimalDecoder) AppendNext(dst []float64, k int) []float64 {
 			d.err = fmt.Errorf("decode value %d of %d: %w", d.i+done, d.n, ErrTruncated)
 			break
 		}
+		f = base + f*step
 		switch d.order {
 		case 0:
-			m = int64(base + f)
+			m = int64(f)
 		case 1:
-			m += int64(base + f)
+			m += int64(f)
 		default:
-			dd += int64(base + f)
+			dd += int64(f)
 			m += dd
 		}
 		dst = append(dst, float64(m)/p)

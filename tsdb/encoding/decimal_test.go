@@ -70,11 +70,19 @@ func TestDecimal(t *testing.T) {
 	counter := make([]float64, 240)
 	c := 1e9
 	linear := make([]float64, 240)
+	pages := make([]float64, 240)   // memory in 4 KiB pages, around a level
+	sectors := make([]float64, 240) // a byte counter growing in 512-byte sectors, from an odd start
+	mixed := make([]float64, 240)   // 3 decimals, moving in steps of 0.25
+	sec := 1e9 + 7.0
 	for i := range gauge {
 		gauge[i] = float64(rng.IntN(100000)) / 100
 		c += 1500 + float64(rng.IntN(200))
 		counter[i] = c
 		linear[i] = 7.5 + 0.25*float64(i*i) + float64(rng.IntN(3))
+		pages[i] = float64(4096 * (5_000_000 + rng.IntN(100000)))
+		sec += float64(512 * rng.IntN(2000))
+		sectors[i] = sec
+		mixed[i] = 1.125 + 0.25*float64(rng.IntN(1000))
 	}
 	for name, tc := range map[string]struct {
 		vals    []float64
@@ -84,6 +92,9 @@ func TestDecimal(t *testing.T) {
 		"gauge 2 decimals": {gauge, true, 240*18/8 + 16},
 		"counter":          {counter, true, 240 + 16},
 		"accelerating":     {linear, true, 320},
+		"pages":            {pages, true, 240*17/8 + 16}, // 17 bits, not the 29 of the bytes
+		"sectors":          {sectors, true, 240*11/8 + 24},
+		"quarter steps":    {mixed, true, 240*10/8 + 16},
 		"one":              {[]float64{0.1}, true, 8},
 		"two":              {[]float64{3, -4.5}, true, 12},
 		"negative zero":    {[]float64{1, math.Copysign(0, -1)}, false, 0},
@@ -114,11 +125,47 @@ func TestDecimalMalformed(t *testing.T) {
 func FuzzDecimal(f *testing.F) {
 	f.Add([]byte{2, 1, 4, 0, 3, 0xff, 0x10}, 3)
 	f.Add(AppendDecimal(nil, []int64{5, 7, 12, -3}, 2), 4)
+	f.Add(AppendDecimal(nil, []int64{4096, 8192, 4096 * 7, 0}, 0), 4) // stepped
 	f.Fuzz(func(t *testing.T, b []byte, n int) {
 		var d DecimalDecoder
 		d.Reset(b, n%1000)
 		for d.Next() {
 			_ = d.At()
+		}
+	})
+}
+
+// FuzzDecimalRoundTrip encodes mantissas made of the input (in steps of q
+// from a start, so that stepped residuals are exercised) and decodes them back.
+func FuzzDecimalRoundTrip(f *testing.F) {
+	f.Add([]byte{1, 2, 3, 250, 7, 0, 0, 9}, int64(4096), int64(17), uint8(0))
+	f.Add([]byte{0, 0, 0, 0}, int64(512), int64(-3), uint8(2))
+	f.Add([]byte{200, 1, 200, 1, 200}, int64(1)<<40, int64(1), uint8(5))
+	f.Fuzz(func(t *testing.T, b []byte, q, start int64, k uint8) {
+		ms := make([]int64, len(b))
+		m := start
+		for i, x := range b {
+			if x&1 == 0 {
+				m += q * int64(x>>1) // wrapping, as any int64 may be
+			} else {
+				m = start + q*int64(x>>1) // around a level
+			}
+			ms[i] = m
+		}
+		scale := int(k % (MaxDecimalScale + 1))
+		enc := AppendDecimal(nil, ms, scale)
+		var d DecimalDecoder
+		d.Reset(enc, len(ms))
+		for i, want := range ms {
+			if !d.Next() {
+				t.Fatalf("value %d of %d: %v", i, len(ms), d.Err())
+			}
+			if d.m != want {
+				t.Fatalf("value %d: mantissa %d, want %d", i, d.m, want)
+			}
+		}
+		if d.Next() {
+			t.Fatal("extra value")
 		}
 	})
 }
