@@ -14,14 +14,12 @@ import "math"
 func (g *Generator) EntropyBytesPerSample() float64 {
 	dt := g.opts.Interval.Seconds()
 	bits := 0.0
-	for _, tm := range g.opts.Templates {
+	for i := range g.opts.Templates {
+		tm := &g.opts.Templates[i]
 		if tm.histKind != histNone {
 			continue
 		}
-		q := 0.01
-		if tm.Integer {
-			q = 1
-		}
+		q := tm.quantum()
 		switch tm.Behaviour {
 		case Gauge:
 			bits += roundedNormalBits(tm.Mean, math.Max(tm.Spread, math.Abs(tm.Mean)*0.01), q, false)

@@ -85,6 +85,10 @@ type Template struct {
 	Rate      float64 // mean increase per second (counters)
 	RateSD    float64 // standard deviation of the per-interval rate (counters)
 	Integer   bool    // all real values are integers
+	// Quantum is the step the real values move in: 0.01 for decimals, for
+	// integers the greatest common divisor of their changes (4096 for
+	// memory in pages, 512 for disk bytes in sectors, 1 for most).
+	Quantum float64
 	// histogram describes a synthetic classic histogram series: the bucket
 	// upper bound (NaN for _sum and _count); see histogramTemplates.
 	histKind int
@@ -321,7 +325,13 @@ func (s *targetState) next(dt float64, first bool) []float64 {
 				v = 0
 			}
 			if tm.Integer {
-				v = math.Round(v)
+				// A whole number of quanta away from the real first value,
+				// and not below zero when the real values are not.
+				q := tm.quantum()
+				v = tm.First + math.Round((v-tm.First)/q)*q
+				if tm.Mean >= 0 && v < 0 {
+					v = tm.First - math.Floor(tm.First/q)*q
+				}
 			} else {
 				v = math.Round(v*100) / 100
 			}
@@ -332,7 +342,7 @@ func (s *targetState) next(dt float64, first bool) []float64 {
 				inc := math.Max(0, r*dt)
 				v := s.cur[i] + inc
 				if tm.Integer {
-					v = math.Round(v)
+					v = s.cur[i] + math.Round(inc/tm.quantum())*tm.quantum()
 				} else {
 					v = math.Round(v*100) / 100
 				}
@@ -461,6 +471,10 @@ func LoadTemplates(dir string) ([]Template, error) {
 				mono = false
 			}
 		}
+		tm.Quantum = 0.01
+		if tm.Integer {
+			tm.Quantum = integerQuantum(h.vals)
+		}
 		tm.Mean = sum / float64(len(h.vals))
 		var sq float64
 		for _, v := range h.vals {
@@ -489,6 +503,35 @@ func LoadTemplates(dir string) ([]Template, error) {
 		out = append(out, tm)
 	}
 	return out, nil
+}
+
+// quantum is Quantum, 1 (integers) or 0.01 when not set.
+func (tm *Template) quantum() float64 {
+	switch {
+	case tm.Quantum > 0:
+		return tm.Quantum
+	case tm.Integer:
+		return 1
+	}
+	return 0.01
+}
+
+// integerQuantum returns the greatest common divisor of the changes between
+// consecutive values (integers), 1 when they do not change.
+func integerQuantum(vals []float64) float64 {
+	var g uint64
+	for i := 1; i < len(vals); i++ {
+		d := math.Abs(vals[i] - vals[i-1])
+		if d >= 1<<53 {
+			return 1
+		}
+		a, b := g, uint64(d)
+		for b != 0 {
+			a, b = b, a%b
+		}
+		g = a
+	}
+	return float64(max(g, 1))
 }
 
 // scrapeTime extracts the scrape time (ms) from a file name like scrape-01-1796030257046.prom.

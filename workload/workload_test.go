@@ -66,6 +66,16 @@ func TestLoadTemplates(t *testing.T) {
 	if tm := byName[`{__name__="go_goroutines"}`]; tm.Meta.Type != "gauge" || tm.Behaviour == Counter {
 		t.Errorf("go_goroutines: %+v", tm)
 	}
+	// Values move in the steps of the real ones: pages, decimals, units.
+	for name, q := range map[string]float64{
+		`{__name__="node_memory_MemFree_bytes"}`:                    4096,
+		`{__name__="node_cpu_seconds_total", cpu="0", mode="idle"}`: 0.01,
+		`{__name__="go_goroutines"}`:                                1,
+	} {
+		if got := byName[name].Quantum; got != q {
+			t.Errorf("%s: quantum %v, want %v", name, got, q)
+		}
+	}
 }
 
 func TestGenerateRealisticAndMonotonic(t *testing.T) {
@@ -315,4 +325,23 @@ func labelsString(ls []prompb.Label) string {
 	}
 	b.Sort()
 	return b.Labels().String()
+}
+
+// TestGenerateKeepsQuanta: generated memory gauges stay whole pages, as the
+// real ones are.
+func TestGenerateKeepsQuanta(t *testing.T) {
+	n := 0
+	for _, sc := range generate(t, Options{Targets: 2, Scrapes: 50, Seed: 7}) {
+		for _, s := range sc.Samples {
+			if s.Labels.Get("__name__") == "node_memory_MemFree_bytes" {
+				n++
+				if math.Mod(s.V, 4096) != 0 {
+					t.Fatalf("node_memory_MemFree_bytes %v is not a whole number of pages", s.V)
+				}
+			}
+		}
+	}
+	if n != 100 {
+		t.Fatalf("%d samples of node_memory_MemFree_bytes, want 100", n)
+	}
 }
