@@ -23,6 +23,12 @@ type FloatAppender interface {
 
 // AppendFloats implements FloatAppender.
 func (s *headSeries) AppendFloats(ts []int64, vs []float64, mint, maxt int64) ([]int64, []float64, error) {
+	if s.d == nil {
+		if t := s.one.T; t >= max(mint, s.mint) && t <= min(maxt, s.maxt) {
+			ts, vs = append(ts, t), append(vs, s.one.V)
+		}
+		return ts, vs, nil
+	}
 	d := s.d
 	mint, maxt = max(mint, d.mint), min(maxt, d.maxt)
 	if len(d.own) > 0 || len(d.late) > 0 {

@@ -1,6 +1,7 @@
 package tsdb
 
 import (
+	"cmp"
 	"context"
 	"runtime"
 	"slices"
@@ -48,15 +49,7 @@ func (q *querier) Select(ctx context.Context, sortSeries bool, hints *storage.Se
 		}
 	}
 	// Snapshot group by group: one lock acquisition per group.
-	slices.SortFunc(list, func(a, b *memSeries) int {
-		if a.g == b.g {
-			return a.col - b.col
-		}
-		if groupLess(a.g, b.g) {
-			return -1
-		}
-		return 1
-	})
+	sortByGroup(list)
 	out, err := snapshotAll(ctx, list, mint, maxt, lastOnly)
 	if err != nil {
 		return storage.ErrSeriesSet(err)
@@ -70,6 +63,35 @@ func (q *querier) Select(ctx context.Context, sortSeries bool, hints *storage.Se
 		warn.Add(errLimitTruncated)
 	}
 	return &seriesSet{list: out, i: -1, warn: warn}
+}
+
+// sortByGroup orders list by group (creation order), then column: the sort
+// compares keys copied out of the series, not the series through pointers.
+func sortByGroup(list []*memSeries) {
+	type keyed struct {
+		g, col int64
+		s      *memSeries
+	}
+	ks := make([]keyed, len(list))
+	sorted := true
+	for i, s := range list {
+		ks[i] = keyed{int64(s.g.id), int64(s.col), s}
+		if i > 0 && (ks[i].g < ks[i-1].g || ks[i].g == ks[i-1].g && ks[i].col < ks[i-1].col) {
+			sorted = false
+		}
+	}
+	if sorted {
+		return
+	}
+	slices.SortFunc(ks, func(a, b keyed) int {
+		if a.g != b.g {
+			return cmp.Compare(a.g, b.g)
+		}
+		return cmp.Compare(a.col, b.col)
+	})
+	for i := range ks {
+		list[i] = ks[i].s
+	}
 }
 
 // parallelSnapshotMin is the selection size from which snapshots are taken
@@ -124,9 +146,9 @@ func snapshotAll(ctx context.Context, list []*memSeries, mint, maxt int64, lastO
 // snapshotRun snapshots list (sorted by group), one lock acquisition per group.
 func snapshotRun(ctx context.Context, list []*memSeries, mint, maxt int64, lastOnly bool) ([]*headSeries, error) {
 	out := make([]*headSeries, 0, len(list))
-	var last []lastSeries // lastOnly: every series' snapshot in one allocation
+	var last []headSeries // lastOnly: the one-sample snapshots, in one allocation
 	if lastOnly {
-		last = make([]lastSeries, 0, len(list))
+		last = make([]headSeries, 0, len(list))
 	}
 	for i := 0; i < len(list); {
 		if err := ctx.Err(); err != nil {
@@ -141,16 +163,13 @@ func snapshotRun(ctx context.Context, list []*memSeries, mint, maxt int64, lastO
 		g.mu.Lock()
 		for ; i < len(list) && list[i].g == g; i++ {
 			if lastOnly {
-				last = append(last, lastSeries{})
-				if hs, ok := list[i].lastSample(mint, maxt, &last[len(last)-1]); ok {
-					if hs != nil {
-						out = append(out, hs)
-					} else {
-						last = last[:len(last)-1]
+				if one, in, ok := list[i].lastSample(mint, maxt); ok {
+					if in {
+						last = append(last, headSeries{lset: list[i].lset, one: one, mint: mint, maxt: maxt})
+						out = append(out, &last[len(last)-1])
 					}
 					continue
 				}
-				last = last[:len(last)-1]
 			}
 			if d := g.snapshotShared(list[i], mint, maxt, shared); !d.empty() {
 				out = append(out, &headSeries{lset: list[i].lset, d: d})
@@ -171,33 +190,17 @@ const HintLastSample = "tandem_last_sample"
 // reads only the labels of the selected series.
 const hintSeries = "series"
 
-// lastSeries is a series' snapshot when it holds one sample (lastSample):
-// everything it points to in one struct, allocated with its neighbours'.
-type lastSeries struct {
-	hs headSeries
-	d  seriesData
-	p  [1]part
-	s  [1]Sample
-}
-
-// lastSample fills ls with the snapshot of s's newest sample if that is the
-// newest at or before maxt and returns it (nil if the sample is older than
-// mint); false when a full snapshot is needed. Called with s.g.mu held.
-func (s *memSeries) lastSample(mint, maxt int64, ls *lastSeries) (*headSeries, bool) {
+// lastSample returns s's newest sample and whether it is at or after mint,
+// when that sample is the newest at or before maxt; false when a full
+// snapshot is needed. Called with s.g.mu held.
+func (s *memSeries) lastSample(mint, maxt int64) (one Sample, in, ok bool) {
 	if s.removed.Load() || s.lastT > maxt {
-		return nil, false
+		return Sample{}, false, false
 	}
 	if n := len(s.late); n > 0 && s.late[n-1].T >= s.lastT {
-		return nil, false
+		return Sample{}, false, false
 	}
-	if s.lastT < mint {
-		return nil, true
-	}
-	ls.s[0] = Sample{T: s.lastT, V: s.lastV}
-	ls.p[0] = part{samples: ls.s[:]}
-	ls.d = seriesData{mint: mint, maxt: maxt, parts: ls.p[:]}
-	ls.hs = headSeries{lset: s.lset, d: &ls.d}
-	return &ls.hs, true
+	return Sample{T: s.lastT, V: s.lastV}, s.lastT >= mint, true
 }
 
 var errLimitTruncated = limitError("results truncated due to limit")
@@ -279,17 +282,29 @@ func (q *querier) Close() error { return nil }
 // headSeries is one selected series with its data snapshot.
 type headSeries struct {
 	lset labels.Labels
-	d    *seriesData
+	d    *seriesData // nil: the series is the one sample below (lastSample)
+	one  Sample
+	// mint and maxt bound the one sample's snapshot.
+	mint, maxt int64
+}
+
+// data returns the series' snapshot; a one-sample series makes one (not
+// kept: a series may be read by several goroutines).
+func (s *headSeries) data() *seriesData {
+	if s.d == nil {
+		return &seriesData{mint: s.mint, maxt: s.maxt, parts: []part{{samples: []Sample{s.one}}}}
+	}
+	return s.d
 }
 
 func (s *headSeries) Labels() labels.Labels { return s.lset }
 
 func (s *headSeries) Iterator(it chunkenc.Iterator) chunkenc.Iterator {
 	if si, ok := it.(*seriesIterator); ok {
-		si.reset(s.d)
+		si.reset(s.data())
 		return si
 	}
-	return newSeriesIterator(s.d)
+	return newSeriesIterator(s.data())
 }
 
 type seriesSet struct {
