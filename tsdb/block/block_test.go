@@ -280,6 +280,17 @@ func TestRoundTrip(t *testing.T) {
 						t.Fatal(err)
 					}
 					equalSamples(t, fmt.Sprintf("%s [%d,%d]", l, mint, maxt), got, window(exp, mint, maxt))
+					// AppendFloats (bulk over whole regular chunks) yields the same.
+					it = b.Iterator(uint32(id), mint, maxt, it)
+					ats, avs, err := it.(*Iterator).AppendFloats(nil, nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					got = got[:0]
+					for i := range ats {
+						got = append(got, sample{ats[i], avs[i]})
+					}
+					equalSamples(t, fmt.Sprintf("AppendFloats %s [%d,%d]", l, mint, maxt), got, window(exp, mint, maxt))
 					checkStats(t, b, uint32(id), exp, tb, l, mint, maxt, opts.ChunkRows)
 				}
 				checkSeek(t, b, rng, uint32(id), exp, tb.mint)

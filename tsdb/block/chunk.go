@@ -1,7 +1,9 @@
 package block
 
 import (
+	"cmp"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"math/bits"
@@ -496,6 +498,60 @@ func (c *colCursor) next() (bool, error) {
 	}
 	return false, nil
 }
+
+// bulk reports whether appendRange can take the column: regular timestamps,
+// contiguous rows, constant or decimal values.
+func (c *colCursor) bulk() bool {
+	return c.ch.regular && c.col.presence != presBitmap && (c.col.enc == encConst || c.col.enc == encDecimal)
+}
+
+// appendRange appends the column's samples in [mint, maxt] (a fresh cursor
+// that bulk accepts), computing the rows in range from the regular
+// timestamps and decoding the values in one loop; past reports that the
+// chunk has rows after maxt.
+func (c *colCursor) appendRange(ts []int64, vs []float64, mint, maxt int64) (_ []int64, _ []float64, past bool, err error) {
+	first, n := 0, c.col.count
+	if c.col.presence == presRun {
+		first = c.col.runFirst
+	}
+	last := first + n - 1 // rows first..last hold the values
+	a, b := first, last
+	ch := c.ch
+	if ch.step > 0 {
+		if mint > ch.minT {
+			a = max(a, int((mint-ch.minT+ch.step-1)/ch.step))
+		}
+		if maxt < ch.maxT {
+			b = min(b, int((maxt-ch.minT)/ch.step))
+		}
+	} else if ch.minT < mint || ch.minT > maxt {
+		a, b = 1, 0
+	}
+	past = ch.minT+int64(last)*ch.step > maxt
+	if a > b {
+		return ts, vs, past, nil
+	}
+	switch c.col.enc {
+	case encConst:
+		for range b - a + 1 {
+			vs = append(vs, c.col.first)
+		}
+	case encDecimal:
+		start := len(vs)
+		vs = c.dec.AppendNext(vs, b-first+1)
+		if len(vs)-start != b-first+1 {
+			return ts, vs[:start], past, fmt.Errorf("values: %w: %w", cmp.Or(c.dec.Err(), errFewValues), ErrCorrupt)
+		}
+		vs = append(vs[:start], vs[start+a-first:]...)
+	}
+	for r := a; r <= b; r++ {
+		ts = append(ts, ch.minT+int64(r)*ch.step)
+	}
+	c.n = n
+	return ts, vs, past, nil
+}
+
+var errFewValues = errors.New("fewer values than present rows")
 
 func (c *colCursor) tsErr() error {
 	if err := c.ts.Err(); err != nil {

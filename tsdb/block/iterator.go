@@ -231,7 +231,29 @@ func (it *Iterator) AppendFloats(ts []int64, vs []float64) ([]int64, []float64, 
 	if it.err == nil && !it.started && len(it.curs) == 1 {
 		it.started = true
 		c := &it.curs[0]
-		for it.advance(c, it.mint) {
+		for {
+			if !c.in && !it.load(c, it.mint) {
+				break
+			}
+			if c.cc.n == 0 && c.cc.bulk() {
+				// The whole chunk's rows in range at once.
+				var past bool
+				var err error
+				ts, vs, past, err = c.cc.appendRange(ts, vs, it.mint, it.maxt)
+				c.in = false
+				if err != nil {
+					it.err = fmt.Errorf("%s: chunk at %d: %w", it.b.chunksPath, c.off, err)
+					break
+				}
+				if past {
+					c.ci = c.hi
+					break
+				}
+				continue
+			}
+			if !it.advance(c, it.mint) {
+				break
+			}
 			ts, vs = append(ts, c.t), append(vs, c.v)
 		}
 		it.cur = -1
