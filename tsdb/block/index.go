@@ -1,6 +1,7 @@
 package block
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
@@ -69,10 +70,11 @@ func writeIndex(path string, groups []groupRec, meta *Meta) error {
 
 	// Symbols and postings.
 	postings := map[string]map[string][]uint32{}
-	symSet := map[string]struct{}{}
+	symSet := map[string]int{} // symbol → uses
 	for i, r := range refs {
 		lbl(r).Range(func(l labels.Label) {
-			symSet[l.Name], symSet[l.Value] = struct{}{}, struct{}{}
+			symSet[l.Name]++
+			symSet[l.Value]++
 			vs := postings[l.Name]
 			if vs == nil {
 				vs = map[string][]uint32{}
@@ -81,16 +83,24 @@ func writeIndex(path string, groups []groupRec, meta *Meta) error {
 			vs[l.Value] = append(vs[l.Value], uint32(i))
 		})
 	}
+	// A symbol's reference is its index in the table, most used first: the
+	// symbols of most label pairs take one-byte references.
 	syms := make([]string, 0, len(symSet))
 	for s := range symSet {
 		syms = append(syms, s)
 	}
-	slices.Sort(syms)
+	slices.SortFunc(syms, func(a, b string) int {
+		return cmp.Or(cmp.Compare(symSet[b], symSet[a]), strings.Compare(a, b))
+	})
 	symRef := make(map[string]uint64, len(syms))
 	var sec [numSections][]byte
 	b := binary.AppendUvarint(nil, uint64(len(syms)))
-	for _, s := range syms {
-		symRef[s] = uint64(len(b))
+	tab := len(b)
+	b = append(b, make([]byte, 4*len(syms))...)
+	entries := len(b)
+	for i, s := range syms {
+		symRef[s] = uint64(i)
+		binary.BigEndian.PutUint32(b[tab+4*i:], uint32(len(b)-entries))
 		b = binary.AppendUvarint(b, uint64(len(s)))
 		b = append(b, s...)
 	}

@@ -36,6 +36,10 @@ type Block struct {
 	index      []byte // mmapped index file
 	chunks     []byte // mmapped chunks file
 	sec        [numSections][]byte
+	// Version 3 symbols: references are indices into an offset table.
+	symIndexed bool
+	symTab     []byte // nsyms × be32 offsets into symData
+	symData    []byte
 	nseries    int
 	ngroups    int
 	names      []nameEntry
@@ -170,6 +174,15 @@ func (b *Block) openIndex() error {
 		}
 		b.sec[i] = s
 	}
+	if x[4] >= 3 {
+		sy := decbuf{b: b.sec[secSymbols]}
+		n := sy.uvarintInt(len(sy.b) / 4)
+		b.symTab = sy.bytes(4 * n)
+		if sy.err != nil {
+			return fmt.Errorf("symbols table: %w: %w", sy.err, ErrCorrupt)
+		}
+		b.symIndexed, b.symData = true, sy.b
+	}
 	var err error
 	if b.nseries, err = tableCount(b.sec[secSeries]); err != nil {
 		return fmt.Errorf("series section: %w", err)
@@ -269,6 +282,12 @@ func (b *Block) Close() error {
 // symbolBytes returns the symbol at ref, aliasing the index.
 func (b *Block) symbolBytes(ref uint64) ([]byte, error) {
 	s := b.sec[secSymbols]
+	if b.symIndexed {
+		if ref >= uint64(len(b.symTab)/4) {
+			return nil, fmt.Errorf("symbol %d of %d: %w", ref, len(b.symTab)/4, ErrCorrupt)
+		}
+		s, ref = b.symData, uint64(binary.BigEndian.Uint32(b.symTab[4*ref:]))
+	}
 	if ref >= uint64(len(s)) {
 		return nil, fmt.Errorf("symbol ref %d out of range: %w", ref, ErrCorrupt)
 	}

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/prometheus/prometheus/model/labels"
@@ -44,9 +45,8 @@ func setVersion(t *testing.T, dir string, v int) {
 	}
 }
 
-// TestFormatVersions: files marked version 1 (written before the integer
-// stats and order-0 decimals, which version 2 only adds) are opened and read
-// as before; a version this code does not know is refused.
+// TestFormatVersions: a version this code does not know is refused (older
+// versions: TestReadsVersion2).
 func TestFormatVersions(t *testing.T) {
 	g := Group{
 		Key:     "g",
@@ -80,16 +80,110 @@ func TestFormatVersions(t *testing.T) {
 	if err != nil || len(want) != 3 {
 		t.Fatalf("read back: %v %v", want, err)
 	}
-	setVersion(t, dir, 1)
-	got, err := read(dir)
-	if err != nil {
-		t.Fatalf("version 1 block: %v", err)
-	}
-	if len(got) != len(want) || got[0] != want[0] || got[2] != want[2] {
-		t.Fatalf("version 1 block reads %v, want %v", got, want)
-	}
 	setVersion(t, dir, FormatVersion+1)
 	if _, err := read(dir); err == nil {
 		t.Fatal("a block of an unknown, newer version was opened")
+	}
+}
+
+// v2Groups is the content of testdata/v2: a block that version 2 of the
+// writer made (aligned and unaligned groups; constant, decimal and XOR
+// columns; a gap).
+func v2Groups() []Group {
+	ts := make([]int64, 300)
+	for i := range ts {
+		ts[i] = 1_700_000_000_000 + int64(i)*15000
+	}
+	col := func(m int, f func(i int) (float64, bool)) Column {
+		c := Column{Member: m}
+		for i := range ts {
+			if v, ok := f(i); ok {
+				c.Rows = append(c.Rows, int32(i))
+				c.Values = append(c.Values, v)
+			}
+		}
+		return c
+	}
+	g1 := Group{
+		Key: `instance="a",job="node"`,
+		Members: []labels.Labels{
+			labels.FromStrings("__name__", "up", "instance", "a", "job", "node"),
+			labels.FromStrings("__name__", "mem_bytes", "instance", "a", "job", "node"),
+			labels.FromStrings("__name__", "cpu_seconds_total", "cpu", "0", "instance", "a", "job", "node", "mode", "idle"),
+			labels.FromStrings("__name__", "temp", "instance", "a", "job", "node"),
+		},
+		Tables: []Table{{Timestamps: ts, Columns: []Column{
+			col(0, func(int) (float64, bool) { return 1, true }),
+			col(1, func(i int) (float64, bool) { return float64(4096 * (1000 + i*i%97)), true }),
+			col(2, func(i int) (float64, bool) { return 100 + float64(i)*9.75, i%50 != 7 }),
+			col(3, func(i int) (float64, bool) { return 20 + float64(i)/3, true }),
+		}}},
+	}
+	g2 := Group{
+		Key:     `instance="b",job="other"`,
+		Members: []labels.Labels{labels.FromStrings("__name__", "up", "instance", "b", "job", "other")},
+		Tables:  []Table{{Timestamps: make([]int64, 100), Columns: []Column{{Member: 0, Rows: make([]int32, 100), Values: make([]float64, 100)}}}},
+	}
+	for i := range 100 {
+		g2.Tables[0].Timestamps[i] = 1_700_000_000_007 + int64(i)*60000
+		g2.Tables[0].Columns[0].Rows[i] = int32(i)
+		g2.Tables[0].Columns[0].Values[i] = 1
+	}
+	return []Group{g1, g2}
+}
+
+// TestReadsVersion2: a block written by version 2 of the format (symbol
+// references by offset, unstepped decimals) reads exactly as the same data
+// written now.
+func TestReadsVersion2(t *testing.T) {
+	old, err := Open("testdata/v2/01M8Q5KW51HZ9576PREYA3YHPG")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	if v := old.Meta().Version; v != 2 {
+		t.Fatalf("testdata block version %d", v)
+	}
+	root := t.TempDir()
+	meta, err := Write(root, 1_700_000_000_000, 1_700_007_200_000, Groups(v2Groups()), WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, err := Open(filepath.Join(root, meta.ULID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cur.Close()
+	if err := old.Verify(); err != nil {
+		t.Fatal(err)
+	}
+	if old.NumSeries() != cur.NumSeries() || old.NumSeries() != 5 {
+		t.Fatalf("series: %d and %d", old.NumSeries(), cur.NumSeries())
+	}
+	for _, name := range []string{"__name__", "instance", "job", "cpu", "mode"} {
+		a, err1 := old.LabelValues(name)
+		b, err2 := cur.LabelValues(name)
+		if err1 != nil || err2 != nil || !slices.Equal(a, b) || len(a) == 0 {
+			t.Fatalf("label values of %s: %v %v (%v %v)", name, a, b, err1, err2)
+		}
+	}
+	m := labels.MustNewMatcher(labels.MatchRegexp, "__name__", "up|mem_bytes")
+	pa, err1 := old.Postings(m)
+	pb, err2 := cur.Postings(m)
+	if err1 != nil || err2 != nil || !slices.Equal(pa, pb) || len(pa) != 3 {
+		t.Fatalf("postings: %v %v (%v %v)", pa, pb, err1, err2)
+	}
+	for id := range uint32(old.NumSeries()) {
+		la, err1 := old.Labels(id)
+		lb, err2 := cur.Labels(id)
+		if err1 != nil || err2 != nil || !labels.Equal(la, lb) {
+			t.Fatalf("series %d: %s and %s (%v %v)", id, la, lb, err1, err2)
+		}
+		a, err1 := collect(old.Iterator(id, math.MinInt64, math.MaxInt64, nil))
+		b, err2 := collect(cur.Iterator(id, math.MinInt64, math.MaxInt64, nil))
+		if err1 != nil || err2 != nil || len(a) < 100 {
+			t.Fatalf("%s: %d samples, %v %v", la, len(a), err1, err2)
+		}
+		equalSamples(t, la.String(), a, b)
 	}
 }
