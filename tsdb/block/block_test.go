@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -653,5 +654,56 @@ func TestChunkEnd(t *testing.T) {
 		if got := chunkEnd(c.r0, c.n, c.rows); got != c.want {
 			t.Errorf("chunkEnd(%d, %d, %d) = %d, want %d", c.r0, c.n, c.rows, got, c.want)
 		}
+	}
+}
+
+// TestConstantColumns: a column with one value in every row is stored as the
+// value alone, and its stats still follow their definition: the sum is the
+// values added in time order, so 0.1 in ten rows (0.9999999999999999, not
+// 0.1×10) keeps the long form.
+func TestConstantColumns(t *testing.T) {
+	ts := []int64{1000, 2000, 3000, 4000, 5000, 6000, 7000, 8000, 9000, 10000}
+	vals := []float64{5, 0.1, math.Inf(1), math.Copysign(0, -1), 2.5}
+	g := Group{Key: "g", Tables: []Table{{Timestamps: ts}}}
+	for m, v := range vals {
+		g.Members = append(g.Members, labels.FromStrings("__name__", "c", "m", strconv.Itoa(m)))
+		c := Column{Member: m}
+		for r := range ts {
+			c.Rows = append(c.Rows, int32(r))
+			c.Values = append(c.Values, v)
+		}
+		g.Tables[0].Columns = append(g.Tables[0].Columns, c)
+	}
+	b := writeTestBlock(t, &testBlock{mint: 0, maxt: 20000, groups: []Group{g}}, WriteOptions{})
+	ins, err := b.Inspect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id := range uint32(len(vals)) {
+		l, _ := b.Labels(id)
+		m, _ := strconv.Atoi(l.Get("m"))
+		v := vals[m]
+		st, err := b.ChunkStats(id, 0, 20000)
+		if err != nil || len(st) != 1 {
+			t.Fatalf("%s: %v %v", l, st, err)
+		}
+		sum := v
+		for range len(ts) - 1 {
+			sum += v
+		}
+		s := st[0]
+		if s.Count != len(ts) || !sameBits(s.First, v) || !sameBits(s.Last, v) || !sameBits(s.Min, v) || !sameBits(s.Max, v) || !sameBits(s.Sum, sum) {
+			t.Errorf("%s: stats %+v, want value %v sum %v", l, s, v, sum)
+		}
+		got, err := collect(b.Iterator(id, 0, 20000, nil))
+		if err != nil || len(got) != len(ts) || !sameBits(got[9].v, v) {
+			t.Errorf("%s: samples %v %v", l, got, err)
+		}
+	}
+	// 5 takes the short form: type and a one-byte varint, with its
+	// directory entry; 0.1 does not.
+	cols := ins.Groups[0].Tables[0].Columns
+	if cols[0].Bytes > 4 || cols[1].Bytes < 12 {
+		t.Errorf("column sizes: 5 takes %d bytes, 0.1 takes %d", cols[0].Bytes, cols[1].Bytes)
 	}
 }

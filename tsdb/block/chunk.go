@@ -20,6 +20,10 @@ const (
 	tsRegular = 1 // start (the chunk's minT) and step
 
 	colFloat = 1 // float64 value column; native histograms will get their own type
+	// Constant float64 columns in every row (version 3): the value, nothing
+	// else; stats are the value, sum is value × rows.
+	colConstInt   = 2 // signed varint
+	colConstFloat = 3 // f64
 
 	presAll    = 0
 	presRun    = 1
@@ -146,6 +150,12 @@ func (e *chunkEncoder) encode(dst []byte, ts []int64, cols []colInput) []byte {
 // encodeColumn appends one column's header and data.
 func (e *chunkEncoder) encodeColumn(dst []byte, ts []int64, c colInput) []byte {
 	rows, n := len(ts), len(c.rows)
+	if v, ok := constantAll(c.vals, rows); ok {
+		if isInt(v) {
+			return binary.AppendVarint(append(dst, colConstInt), int64(v))
+		}
+		return binary.LittleEndian.AppendUint64(append(dst, colConstFloat), math.Float64bits(v))
+	}
 	dst = append(dst, colFloat)
 	first, last := int(c.rows[0]), int(c.rows[n-1])
 	switch {
@@ -226,6 +236,25 @@ func (e *chunkEncoder) encodeColumn(dst []byte, ts []int64, c colInput) []byte {
 	dst = append(dst, enc)
 	dst = binary.AppendUvarint(dst, uint64(len(best)))
 	return append(dst, best...)
+}
+
+// constantAll returns the value of a column that holds one value (bit for
+// bit) in all rows of its chunk, when its stats are all that value but the
+// sum, and the sum (added in time order, as the stats are) is the value
+// times rows (float64 product); never for NaN, whose stats differ.
+func constantAll(vals []float64, rows int) (float64, bool) {
+	if len(vals) != rows || math.IsNaN(vals[0]) {
+		return 0, false
+	}
+	x := vals[0]
+	fb, sum := math.Float64bits(x), x
+	for _, v := range vals[1:] {
+		if math.Float64bits(v) != fb {
+			return 0, false
+		}
+		sum += v
+	}
+	return x, math.Float64bits(sum) == math.Float64bits(x*float64(rows))
 }
 
 // isInt reports whether v is an integer that a signed varint holds exactly
@@ -347,7 +376,25 @@ func (c *chunkView) column(i int) (colView, error) {
 	}
 	d := decbuf{b: c.area[off:]}
 	start := len(d.b)
-	if t := d.byte1(); d.err == nil && t != colFloat {
+	switch t := d.byte1(); {
+	case d.err != nil:
+	case t == colConstInt || t == colConstFloat:
+		var x float64
+		if t == colConstInt {
+			x = float64(d.varint())
+		} else {
+			x = d.f64()
+		}
+		if d.err != nil {
+			return v, fmt.Errorf("column %d header: %w: %w", i, d.err, ErrCorrupt)
+		}
+		v.presence, v.count, v.enc = presAll, c.rows, encConst
+		v.minT, v.maxT = c.minT, c.maxT
+		v.first, v.min, v.max, v.last = x, x, x, x
+		v.sum = x * float64(c.rows)
+		v.size = start - len(d.b)
+		return v, nil
+	case t != colFloat:
 		return v, fmt.Errorf("column %d: unknown column type %d: %w", i, t, ErrCorrupt)
 	}
 	v.presence = d.byte1()
