@@ -106,14 +106,24 @@ func writeIndex(path string, groups []groupRec, meta *Meta) error {
 	}
 	sec[secSymbols] = b
 
+	// The label pairs every member of a group has are stored once, with the
+	// group (the target's job and instance, say), not in each series record.
+	common := make([]labels.Labels, len(groups))
+	for g := range groups {
+		common[g] = commonLabels(groups[g].members)
+	}
+
 	// Series: count, offset table, records.
 	recs := []byte{}
 	offs := make([]uint32, len(refs))
 	for i, r := range refs {
 		offs[i] = uint32(len(recs))
-		l := lbl(r)
-		recs = binary.AppendUvarint(recs, uint64(l.Len()))
+		l, c := lbl(r), common[r.g]
+		recs = binary.AppendUvarint(recs, uint64(l.Len()-c.Len()))
 		l.Range(func(l labels.Label) {
+			if c.Get(l.Name) == l.Value && c.Has(l.Name) {
+				return
+			}
 			recs = binary.AppendUvarint(recs, symRef[l.Name])
 			recs = binary.AppendUvarint(recs, symRef[l.Value])
 		})
@@ -152,6 +162,11 @@ func writeIndex(path string, groups []groupRec, meta *Meta) error {
 				prevOff = c.off
 			}
 		}
+		recs = binary.AppendUvarint(recs, uint64(common[g].Len()))
+		common[g].Range(func(l labels.Label) {
+			recs = binary.AppendUvarint(recs, symRef[l.Name])
+			recs = binary.AppendUvarint(recs, symRef[l.Value])
+		})
 	}
 	sec[secGroups] = withOffsetTable(offs, recs)
 
@@ -221,6 +236,23 @@ func writeIndex(path string, groups []groupRec, meta *Meta) error {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	return nil
+}
+
+// commonLabels returns the label pairs all of members have.
+func commonLabels(members []labels.Labels) labels.Labels {
+	if len(members) == 0 {
+		return labels.EmptyLabels()
+	}
+	b := labels.NewScratchBuilder(members[0].Len())
+	members[0].Range(func(l labels.Label) {
+		for _, m := range members[1:] {
+			if v := m.Get(l.Name); v != l.Value || v == "" {
+				return
+			}
+		}
+		b.Add(l.Name, l.Value)
+	})
+	return b.Labels()
 }
 
 // withOffsetTable returns count (uint32), the offsets (uint32 each, relative to the records' start) and the records.

@@ -45,6 +45,7 @@ type Block struct {
 	names      []nameEntry
 	verified   sync.Map // chunk offset → struct{}: CRC already checked
 	groupMetas sync.Map // group → [][]chunkMeta: chunk lists of groups with many members, parsed once
+	common     sync.Map // group → []uint64: symbol references of the labels its members share (version 3)
 
 	// exemplars is the mmapped exemplars file, nil when the block has none.
 	exemplars         []byte
@@ -346,6 +347,27 @@ func (b *Block) series(id uint32, lb *labels.ScratchBuilder, tables []memberTabl
 		}
 	}
 	si.group = d.uvarintInt(b.ngroups - 1)
+	if lb != nil && b.symIndexed && d.err == nil {
+		// Version 3: the pairs all the group's members have are in its record.
+		common, err := b.groupCommon(si.group)
+		if err != nil {
+			return si, fmt.Errorf("%s: series %d: %w", b.indexPath, id, err)
+		}
+		for k := 0; k+1 < len(common); k += 2 {
+			n, err := b.symbol(common[k])
+			if err != nil {
+				return si, fmt.Errorf("%s: series %d: %w", b.indexPath, id, err)
+			}
+			v, err := b.symbol(common[k+1])
+			if err != nil {
+				return si, fmt.Errorf("%s: series %d: %w", b.indexPath, id, err)
+			}
+			lb.Add(n, v)
+		}
+		if len(common) > 0 {
+			lb.Sort()
+		}
+	}
 	si.member = d.uvarintInt(len(b.sec[secSeries]))
 	nt := d.uvarintInt(len(rec))
 	for i := 0; i < nt && d.err == nil; i++ {
@@ -358,6 +380,44 @@ func (b *Block) series(id uint32, lb *labels.ScratchBuilder, tables []memberTabl
 		return si, fmt.Errorf("%s: series %d: %w: %w", b.indexPath, id, d.err, ErrCorrupt)
 	}
 	return si, nil
+}
+
+// groupCommon returns the symbol references (name, value, ...) of the label
+// pairs every member of group g has, from the end of its record (version 3);
+// parsed once per group.
+func (b *Block) groupCommon(g int) ([]uint64, error) {
+	if c, ok := b.common.Load(g); ok {
+		return c.([]uint64), nil
+	}
+	rec, err := record(b.sec[secGroups], b.ngroups, g)
+	if err != nil {
+		return nil, fmt.Errorf("group %d: %w", g, err)
+	}
+	d := decbuf{b: rec}
+	d.bytes(d.uvarintInt(len(rec))) // key
+	nm := d.uvarintInt(len(rec))
+	for i := 0; i < nm && d.err == nil; i++ {
+		d.uvarint()
+	}
+	nt := d.uvarintInt(len(rec))
+	for ti := 0; ti < nt && d.err == nil; ti++ {
+		nc := d.uvarintInt(len(rec))
+		for ci := 0; ci < nc && d.err == nil; ci++ {
+			d.varint()
+			d.uvarint()
+			d.uvarint()
+		}
+	}
+	n := d.uvarintInt(len(rec) / 2)
+	common := make([]uint64, 0, 2*n)
+	for i := 0; i < 2*n && d.err == nil; i++ {
+		common = append(common, d.uvarint())
+	}
+	if d.err != nil {
+		return nil, fmt.Errorf("group %d common labels: %w: %w", g, d.err, ErrCorrupt)
+	}
+	b.common.Store(g, common)
+	return common, nil
 }
 
 // groupChunks appends the chunks [first, last] of table t of group g to dst.
