@@ -428,8 +428,8 @@ func (db *DB) Flush(all bool) error {
 		}
 		mint := hmin - ((hmin%rng)+rng)%rng
 		maxt := mint + rng
-		if !all && hmax-mint < rng+rng/2 {
-			break
+		if !all && hmax-hmin <= rng+rng/2 {
+			break // as Prometheus: the samples span at most 1.5 ranges
 		}
 		start := time.Now()
 		if err := db.flushRange(mint, maxt); err != nil {

@@ -31,7 +31,7 @@ var benchQueries = []struct {
 // node_exporter-like targets scraped every 15 s for 3 h, the first block
 // range flushed to a block and the rest in the head, as after an ingest.
 func BenchmarkQueries(b *testing.B) {
-	db, start, end := loadWorkload(b, 20, 721)
+	db, start, end := loadWorkload(b, 20, 725)
 	opts := promql.EngineOpts{MaxSamples: 50_000_000, Timeout: time.Minute, LookbackDelta: 5 * time.Minute}
 	engines := []struct {
 		name string
@@ -100,6 +100,9 @@ func loadWorkload(b *testing.B, targets, scrapes int) (*tsdb.DB, time.Time, time
 	}
 	if err := db.Flush(false); err != nil {
 		b.Fatal(err)
+	}
+	if len(db.Blocks()) == 0 {
+		b.Fatal("no block range flushed: the data must span more than 1.5 block ranges")
 	}
 	return db, first, time.UnixMilli(last)
 }

@@ -32,12 +32,13 @@ import (
 // (its head alone, and with part of the data flushed to blocks).
 
 // diffBlockStart is a multiple of tandem's default block range (2h); the
-// random data starts 40 minutes before it, so that a flush writes its first
-// 40 minutes to a block and keeps the rest in the head.
+// random data starts 40 minutes before it and spans more than one and a half
+// ranges, so that a flush writes its first 40 minutes to a block and keeps
+// the rest in the head.
 const (
 	diffBlockStart = int64(1_699_999_200_000)
 	diffStart      = diffBlockStart - 40*60*1000
-	diffSpan       = 3 * 60 * 60 * 1000
+	diffSpan       = (3*60 + 10) * 60 * 1000
 	diffEnd        = diffStart + diffSpan
 )
 
