@@ -32,6 +32,7 @@ type chunkStore struct {
 
 	mu     sync.Mutex
 	cur    *chunkSegment
+	run    int64 // names this store's files apart from an earlier store's on the same directory
 	seq    int
 	closed bool
 	failed time.Time // when a file could not be made: chunks stay in the heap for a minute
@@ -65,7 +66,7 @@ func openChunkStore(dir string, logger *slog.Logger) (*chunkStore, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create head chunks directory: %w", err)
 	}
-	return &chunkStore{dir: dir, segSize: defaultSegmentSize, logger: logger}, nil
+	return &chunkStore{dir: dir, segSize: defaultSegmentSize, logger: logger, run: time.Now().UnixNano()}, nil
 }
 
 // alloc returns n bytes (8-byte aligned) of mapped memory and their segment,
@@ -108,7 +109,9 @@ func (cs *chunkStore) alloc(n int) ([]byte, *chunkSegment) {
 
 func (cs *chunkStore) newSegment(size int) (*chunkSegment, error) {
 	cs.seq++
-	path := filepath.Join(cs.dir, fmt.Sprintf("%06d", cs.seq))
+	// A head closed and opened again in one process may still have files
+	// mapped whose cleanup removes them by name later: names never repeat.
+	path := filepath.Join(cs.dir, fmt.Sprintf("%x-%06d", cs.run, cs.seq))
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("create chunk file: %w", err)

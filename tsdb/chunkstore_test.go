@@ -194,3 +194,35 @@ func TestChunkStoreFallsBackToHeap(t *testing.T) {
 	}
 	compareModels(t, more, readAll(t, h, math.MinInt64, math.MaxInt64))
 }
+
+// TestChunkStoreReopenKeepsNewFiles: the chunks of a closed head, released
+// after a new head opened the same directory, take only their own files.
+func TestChunkStoreReopenKeepsNewFiles(t *testing.T) {
+	dir := t.TempDir()
+	h := openHead(t, dir, func(o *Options) { o.ChunkRows = 30 })
+	appendTruncScrapes(t, h, 100, math.MinInt64)
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	h2 := openHead(t, dir, func(o *Options) { o.ChunkRows = 30 })
+	defer h2.Close()
+	want := appendTruncScrapes(t, h2, 150, math.MinInt64)
+	h = nil // the first head's chunks become unreachable: their cleanups run
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+		entries, err := os.ReadDir(h2.chunks.dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int64(len(entries)) != h2.chunks.files.Load() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d files in %s, the open head maps %d", len(entries), h2.chunks.dir, h2.chunks.files.Load())
+			}
+			continue
+		}
+		break
+	}
+	compareModels(t, want, readAll(t, h2, math.MinInt64, math.MaxInt64))
+}
