@@ -130,6 +130,11 @@ func writeIndex(path string, groups []groupRec, meta *Meta) error {
 		recs = binary.AppendUvarint(recs, uint64(groupID[r.g]))
 		recs = binary.AppendUvarint(recs, uint64(r.m))
 		mts := groups[r.g].memberTables[r.m]
+		if len(mts) == 1 && mts[0] == (memberTable{table: 0, first: 0, last: len(groups[r.g].tables[0]) - 1}) {
+			// The common case, every chunk of the group's shared table: no tables listed.
+			recs = binary.AppendUvarint(recs, 0)
+			continue
+		}
 		recs = binary.AppendUvarint(recs, uint64(len(mts)))
 		for _, mt := range mts {
 			recs = binary.AppendUvarint(recs, uint64(mt.table))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -370,6 +371,10 @@ func (b *Block) series(id uint32, lb *labels.ScratchBuilder, tables []memberTabl
 	}
 	si.member = d.uvarintInt(len(b.sec[secSeries]))
 	nt := d.uvarintInt(len(rec))
+	if nt == 0 && b.symIndexed {
+		// Version 3: every chunk of the group's shared table.
+		si.tables = append(si.tables, memberTable{table: 0, first: 0, last: allChunks})
+	}
 	for i := 0; i < nt && d.err == nil; i++ {
 		t := d.uvarintInt(len(b.sec[secGroups]))
 		f := d.uvarintInt(len(b.sec[secGroups]))
@@ -420,6 +425,9 @@ func (b *Block) groupCommon(g int) ([]uint64, error) {
 	return common, nil
 }
 
+// allChunks as a member table's last chunk means the table's last one.
+const allChunks = math.MaxInt32
+
 // groupChunks appends the chunks [first, last] of table t of group g to dst.
 func (b *Block) groupChunks(g, t, first, last int, dst []chunkMeta) ([]chunkMeta, error) {
 	if v, ok := b.groupMetas.Load(g); ok {
@@ -428,6 +436,9 @@ func (b *Block) groupChunks(g, t, first, last int, dst []chunkMeta) ([]chunkMeta
 			return dst, fmt.Errorf("%s: group %d: table %d of %d: %w", b.indexPath, g, t, len(tables), ErrCorrupt)
 		}
 		cms := tables[t]
+		if last == allChunks {
+			last = len(cms) - 1
+		}
 		if first < 0 || last >= len(cms) || first > last {
 			return dst, nil
 		}
