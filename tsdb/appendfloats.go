@@ -130,13 +130,11 @@ func appendRun(dec *valDecoder, c *chunk, col *colData, tss []int64, ts []int64,
 		return ts, vs, nil
 	}
 	if dec.kind == colDecimal {
-		// One loop for the values through b; the a before the range are dropped.
+		// One loop: the a values before the range skipped, the range's appended.
 		start := len(vs)
-		vs = dec.dec.AppendNext(vs, b)
-		if len(vs)-start != b {
+		if vs = dec.dec.AppendNext(vs, a, b-a); len(vs)-start != b-a {
 			return ts, vs[:start], cmp.Or(dec.dec.Err(), errCorruptPresence)
 		}
-		vs = append(vs[:start], vs[start+a:]...)
 		return append(ts, rows[a:b]...), vs, nil
 	}
 	for range a {

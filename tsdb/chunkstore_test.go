@@ -152,14 +152,10 @@ func TestChunkStoreReaderOutlivesTruncation(t *testing.T) {
 	q.Close()
 
 	// Unreachable now: their files go.
-	deadline := time.Now().Add(10 * time.Second)
-	for h.chunks.files.Load() > filesBefore/2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d chunk files still mapped after the chunks became unreachable", h.chunks.files.Load(), filesBefore)
-		}
-		runtime.GC()
-		time.Sleep(10 * time.Millisecond)
-	}
+	gcUntil(t, func() bool { return h.chunks.files.Load() <= filesBefore/2 },
+		func() string {
+			return fmt.Sprintf("%d of %d chunk files still mapped", h.chunks.files.Load(), filesBefore)
+		})
 	entries, err := os.ReadDir(h.chunks.dir)
 	if err != nil {
 		t.Fatal(err)
@@ -201,28 +197,37 @@ func TestChunkStoreReopenKeepsNewFiles(t *testing.T) {
 	dir := t.TempDir()
 	h := openHead(t, dir, func(o *Options) { o.ChunkRows = 30 })
 	appendTruncScrapes(t, h, 100, math.MinInt64)
+	old := h.chunks // holds no chunk: its files go when the chunks do
 	if err := h.Close(); err != nil {
 		t.Fatal(err)
 	}
 	h2 := openHead(t, dir, func(o *Options) { o.ChunkRows = 30 })
 	defer h2.Close()
 	want := appendTruncScrapes(t, h2, 150, math.MinInt64)
-	h = nil // the first head's chunks become unreachable: their cleanups run
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		runtime.GC()
-		time.Sleep(10 * time.Millisecond)
+	// The first head's chunks are unreachable: their cleanups run.
+	files := func() int64 {
 		entries, err := os.ReadDir(h2.chunks.dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if int64(len(entries)) != h2.chunks.files.Load() {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d files in %s, the open head maps %d", len(entries), h2.chunks.dir, h2.chunks.files.Load())
-			}
-			continue
-		}
-		break
+		return int64(len(entries))
+	}
+	gcUntil(t, func() bool { return old.files.Load() == 0 },
+		func() string { return fmt.Sprintf("the closed head still maps %d files", old.files.Load()) })
+	if got, want := files(), h2.chunks.files.Load(); got != want {
+		t.Fatalf("%d files in %s, the open head maps %d", got, h2.chunks.dir, want)
 	}
 	compareModels(t, want, readAll(t, h2, math.MinInt64, math.MaxInt64))
+}
+
+// gcUntil collects garbage (cleanups run after it, on their own goroutine)
+// until cond holds, failing with what() after 10 s.
+func gcUntil(t *testing.T, cond func() bool, what func() string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal(what())
+		}
+		runtime.GC()
+	}
 }

@@ -273,9 +273,18 @@ func (b *chunkBuilder) freeze(store *chunkStore) *chunk {
 	}
 	c.cols, c.bits, c.ts, c.data = sc.cols, sc.bits, b.ts.Bytes(), sc.data
 	if !store.place(c) {
-		c.cols, c.bits, c.ts, c.data = slices.Clone(sc.cols), slices.Clone(sc.bits), slices.Clone(c.ts), slices.Clone(sc.data)
+		c.cols, c.bits, c.ts, c.data = heapCopy(sc.cols), heapCopy(sc.bits), heapCopy(c.ts), heapCopy(sc.data)
 	}
 	return c
+}
+
+// heapCopy returns a copy of s, nil when s is empty (an empty clone would
+// still point into the pooled scratch).
+func heapCopy[T any](s []T) []T {
+	if len(s) == 0 {
+		return nil
+	}
+	return slices.Clone(s)
 }
 
 var freezePool = sync.Pool{New: func() any { return new(freezeScratch) }}

@@ -585,11 +585,9 @@ func (c *colCursor) appendRange(ts []int64, vs []float64, mint, maxt int64) (_ [
 		}
 	case encDecimal:
 		start := len(vs)
-		vs = c.dec.AppendNext(vs, b-first+1)
-		if len(vs)-start != b-first+1 {
+		if vs = c.dec.AppendNext(vs, a-first, b-a+1); len(vs)-start != b-a+1 {
 			return ts, vs[:start], past, fmt.Errorf("values: %w: %w", cmp.Or(c.dec.Err(), errFewValues), ErrCorrupt)
 		}
-		vs = append(vs[:start], vs[start+a-first:]...)
 	}
 	for r := a; r <= b; r++ {
 		ts = append(ts, ch.minT+int64(r)*ch.step)

@@ -352,7 +352,7 @@ func (b *Block) series(id uint32, lb *labels.ScratchBuilder, tables []memberTabl
 		// Version 3: the pairs all the group's members have are in its record.
 		common, err := b.groupCommon(si.group)
 		if err != nil {
-			return si, fmt.Errorf("%s: series %d: %w", b.indexPath, id, err)
+			return si, fmt.Errorf("series %d: %w", id, err)
 		}
 		for k := 0; k+1 < len(common); k += 2 {
 			n, err := b.symbol(common[k])
@@ -394,32 +394,18 @@ func (b *Block) groupCommon(g int) ([]uint64, error) {
 	if c, ok := b.common.Load(g); ok {
 		return c.([]uint64), nil
 	}
-	rec, err := record(b.sec[secGroups], b.ngroups, g)
+	_, _, _, rest, err := b.parseGroup(g)
 	if err != nil {
-		return nil, fmt.Errorf("group %d: %w", g, err)
+		return nil, err
 	}
-	d := decbuf{b: rec}
-	d.bytes(d.uvarintInt(len(rec))) // key
-	nm := d.uvarintInt(len(rec))
-	for i := 0; i < nm && d.err == nil; i++ {
-		d.uvarint()
-	}
-	nt := d.uvarintInt(len(rec))
-	for ti := 0; ti < nt && d.err == nil; ti++ {
-		nc := d.uvarintInt(len(rec))
-		for ci := 0; ci < nc && d.err == nil; ci++ {
-			d.varint()
-			d.uvarint()
-			d.uvarint()
-		}
-	}
-	n := d.uvarintInt(len(rec) / 2)
+	d := decbuf{b: rest}
+	n := d.uvarintInt(len(rest) / 2)
 	common := make([]uint64, 0, 2*n)
 	for i := 0; i < 2*n && d.err == nil; i++ {
 		common = append(common, d.uvarint())
 	}
 	if d.err != nil {
-		return nil, fmt.Errorf("group %d common labels: %w: %w", g, d.err, ErrCorrupt)
+		return nil, fmt.Errorf("%s: group %d common labels: %w: %w", b.indexPath, g, d.err, ErrCorrupt)
 	}
 	b.common.Store(g, common)
 	return common, nil
@@ -496,9 +482,16 @@ const groupMetasMinMembers = 16
 
 // groupInfo decodes group g's key, member series ids and table count.
 func (b *Block) groupInfo(g int) (key string, members []uint32, tables [][]chunkMeta, err error) {
+	key, members, tables, _, err = b.parseGroup(g)
+	return key, members, tables, err
+}
+
+// parseGroup decodes group g's record and returns what follows its tables
+// (version 3: the label pairs its members share).
+func (b *Block) parseGroup(g int) (key string, members []uint32, tables [][]chunkMeta, rest []byte, err error) {
 	rec, err := record(b.sec[secGroups], b.ngroups, g)
 	if err != nil {
-		return "", nil, nil, fmt.Errorf("%s: group %d: %w", b.indexPath, g, err)
+		return "", nil, nil, nil, fmt.Errorf("%s: group %d: %w", b.indexPath, g, err)
 	}
 	d := decbuf{b: rec}
 	key = string(d.bytes(d.uvarintInt(len(rec))))
@@ -520,9 +513,9 @@ func (b *Block) groupInfo(g int) (key string, members []uint32, tables [][]chunk
 		tables = append(tables, cms)
 	}
 	if d.err != nil {
-		return "", nil, nil, fmt.Errorf("%s: group %d: %w: %w", b.indexPath, g, d.err, ErrCorrupt)
+		return "", nil, nil, nil, fmt.Errorf("%s: group %d: %w: %w", b.indexPath, g, d.err, ErrCorrupt)
 	}
-	return key, members, tables, nil
+	return key, members, tables, d.b, nil
 }
 
 // checkedChunkBody returns the body of the chunk at off, checking its CRC the

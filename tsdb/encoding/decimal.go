@@ -287,25 +287,32 @@ func (d *DecimalDecoder) Next() bool {
 // At returns the current value.
 func (d *DecimalDecoder) At() float64 { return float64(d.m) / d.p }
 
-// AppendNext decodes up to k more values (fewer at the end of the stream or
-// on an error, see Err) and appends them to dst: the values Next and At would
-// yield, in one loop. At then returns the last of them.
-func (d *DecimalDecoder) AppendNext(dst []float64, k int) []float64 {
-	k = min(k, d.n-d.i)
+// AppendNext skips the next skip values, then decodes up to k more (fewer
+// at the end of the stream or on an error, see Err) and appends them to dst:
+// the values Next and At would yield, in one loop. At then returns the last
+// value decoded.
+func (d *DecimalDecoder) AppendNext(dst []float64, skip, k int) []float64 {
+	skip = max(min(skip, d.n-d.i), 0)
+	k = min(k, d.n-d.i-skip)
 	// The first values of a delta stream are special cases: Next has them.
-	for ; k > 0 && d.i < d.order; k-- {
+	for (skip > 0 || k > 0) && d.i < d.order {
 		if !d.Next() {
 			return dst
 		}
-		dst = append(dst, d.At())
+		if skip > 0 {
+			skip--
+		} else {
+			dst = append(dst, d.At())
+			k--
+		}
 	}
-	if k <= 0 || d.err != nil {
+	if skip+k <= 0 || d.err != nil {
 		return dst
 	}
 	dst = slices.Grow(dst, k)
 	r, m, dd, base, step, width, p := d.r, d.m, d.d, uint64(d.base), d.step, d.width, d.p
 	done := 0
-	for ; done < k; done++ {
+	for ; done < skip+k; done++ {
 		f, ok := r.readBits(width)
 		if !ok {
 			d.err = fmt.Errorf("decode value %d of %d: %w", d.i+done, d.n, ErrTruncated)
@@ -321,7 +328,9 @@ func (d *DecimalDecoder) AppendNext(dst []float64, k int) []float64 {
 			dd += int64(f)
 			m += dd
 		}
-		dst = append(dst, float64(m)/p)
+		if done >= skip {
+			dst = append(dst, float64(m)/p)
+		}
 	}
 	d.r, d.m, d.d = r, m, dd
 	d.i += done

@@ -40,7 +40,7 @@ func roundTripDecimal(t *testing.T, vals []float64) (ok bool, size int) {
 				continue
 			}
 			n := len(got)
-			got = d.AppendNext(got, step)
+			got = d.AppendNext(got, 0, step)
 			if len(got) == n || d.Err() != nil || math.Float64bits(d.At()) != math.Float64bits(got[len(got)-1]) {
 				t.Fatalf("step %d: AppendNext after %d values: %d more, At %v, err %v", step, n, len(got)-n, d.At(), d.Err())
 			}
@@ -50,14 +50,36 @@ func roundTripDecimal(t *testing.T, vals []float64) (ok bool, size int) {
 				t.Fatalf("step %d: value %d: got %v, want %v", step, i, got[i], v)
 			}
 		}
-		if len(d.AppendNext(nil, 5)) != 0 || d.Next() {
+		if len(d.AppendNext(nil, 0, 5)) != 0 || d.Next() {
 			t.Fatalf("step %d: values past the end", step)
+		}
+	}
+	// Skipped values are decoded but not appended, from any position.
+	for _, skip := range []int{0, 1, 2, 3, len(vals) / 2, len(vals)} {
+		for _, from := range []int{0, 1, 2} {
+			if from+skip > len(vals) {
+				continue
+			}
+			d.Reset(b, len(vals))
+			for range from {
+				d.Next()
+			}
+			got := d.AppendNext(nil, skip, len(vals))
+			want := vals[from+skip:]
+			if len(got) != len(want) || d.Err() != nil {
+				t.Fatalf("skip %d from %d: %d values, want %d (%v)", skip, from, len(got), len(want), d.Err())
+			}
+			for i := range want {
+				if math.Float64bits(got[i]) != math.Float64bits(want[i]) {
+					t.Fatalf("skip %d from %d: value %d: got %v, want %v", skip, from, i, got[i], want[i])
+				}
+			}
 		}
 	}
 	// A truncated stream ends AppendNext early, with an error.
 	if len(vals) > 8 {
 		d.Reset(b[:len(b)/2], len(vals))
-		if got := d.AppendNext(nil, len(vals)); len(got) == len(vals) || d.Err() == nil {
+		if got := d.AppendNext(nil, 0, len(vals)); len(got) == len(vals) || d.Err() == nil {
 			t.Fatalf("truncated stream: %d values, err %v", len(got), d.Err())
 		}
 	}
@@ -193,7 +215,7 @@ func BenchmarkDecimalDecode(b *testing.B) {
 		dst := make([]float64, 0, len(vals))
 		for b.Loop() {
 			d.Reset(enc, len(vals))
-			dst = d.AppendNext(dst[:0], len(vals))
+			dst = d.AppendNext(dst[:0], 0, len(vals))
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(vals)), "ns/sample")
 	})
