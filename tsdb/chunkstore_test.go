@@ -69,7 +69,7 @@ func TestChunkStoreOffHeap(t *testing.T) {
 	g := h.getOrCreateGroup(h.groupKey(series("cs", "job", "j", "instance", "0")))
 	g.mu.Lock()
 	last := g.aligned.chunks[len(g.aligned.chunks)-1]
-	own := g.members[20].own.chunks
+	own := g.members[20].own().chunks
 	g.mu.Unlock()
 	if !inSegment(h, last.data) || !inSegment(h, last.ts) {
 		t.Fatal("the newest frozen chunk is not in the mapped chunk file")

@@ -146,10 +146,10 @@ func (h *Head) export(mint, maxt int64, seal bool, exported *[]lateSeries, fn fu
 				continue // a removed member's free column
 			}
 			od := ownData{member: i}
-			if s.own != nil {
-				od.d = s.own.capture(mint, maxt)
+			if s.own() != nil {
+				od.d = s.own().capture(mint, maxt)
 			}
-			for _, l := range s.late {
+			for _, l := range s.late() {
 				if l.T >= mint && l.T < maxt {
 					od.late = append(od.late, l)
 				}
@@ -234,7 +234,7 @@ func (h *Head) captureLate(before int64) []lateSeries {
 				continue
 			}
 			var ls []Sample
-			for _, l := range s.late {
+			for _, l := range s.late() {
 				if l.T >= before {
 					break
 				}
@@ -257,16 +257,21 @@ func (h *Head) dropLate(ls []lateSeries) {
 		for _, smp := range l.samples {
 			drop[smp.T] = true
 		}
-		keep := l.s.late[:0]
-		for _, smp := range l.s.late {
-			if !drop[smp.T] {
-				keep = append(keep, smp)
+		if x := l.s.x; x != nil {
+			keep := x.late[:0]
+			for _, smp := range x.late {
+				if !drop[smp.T] {
+					keep = append(keep, smp)
+				}
 			}
-		}
-		clear(l.s.late[len(keep):])
-		l.s.late = keep
-		if len(keep) == 0 {
-			l.s.late = nil
+			clear(x.late[len(keep):])
+			x.late = keep
+			if len(keep) == 0 {
+				x.late = nil
+			}
+			if x.late == nil && x.own == nil {
+				l.s.x = nil
+			}
 		}
 		g.mu.Unlock()
 	}

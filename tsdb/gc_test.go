@@ -168,7 +168,7 @@ func TestDBGCRemovesIdleMembers(t *testing.T) {
 	if got := h.counters.series.Load(); got != 1 {
 		t.Fatalf("%d series in the head, want 1 (b removed)", got)
 	}
-	if !sb.removed.Load() || sb.rawNext.Load() != nil {
+	if !sb.removed() || sb.rawNext.Load() != nil {
 		t.Fatal("a removed series is not marked removed for ResolveNext")
 	}
 	if got := h.counters.groups.Load(); got != 1 {

@@ -19,7 +19,8 @@ import (
 const soloRowsToUnalign = 3
 
 // memSeries is one series of the head: a member (column) of a group.
-// Fields are ordered so the struct packs into 136 bytes.
+// Fields are ordered so the struct packs into 96 bytes; what few series need
+// (an own table, late samples) is behind one pointer.
 type memSeries struct {
 	ref  uint64
 	lset labels.Labels
@@ -32,26 +33,64 @@ type memSeries struct {
 	rawNext atomic.Pointer[memSeries]
 
 	// Guarded by g.mu.
-	own   *table // the member's own table, once it was ever unaligned
+	x     *seriesExtra
 	minT  int64
 	lastT int64
 	lastV float64
+
+	flags atomic.Uint32 // seriesLogged, seriesRemoved
+
+	// missed counts consecutive sealed rows without the member (staleness
+	// inference); -1 once a marker was written. Guarded by g.mu.
+	missed   int32
+	matchRun int16 // consecutive unaligned samples that matched an open group row
+	solo     int16 // consecutive solo rows (group.onSeal)
+
+	unaligned bool // new samples go to own; guarded by g.mu
+}
+
+// seriesExtra is the part of a series that most never need; guarded by g.mu.
+type seriesExtra struct {
+	own *table // the member's own table, once it was ever unaligned
 	// late holds samples accepted out of order that could not join an open
 	// row (older than the open window or the head, or logged to the WAL in
 	// another order than applied). Sorted; merged into every read.
-	late     []Sample
-	matchRun int32 // consecutive unaligned samples that matched an open group row
-	solo     int32
-	// missed counts consecutive sealed rows without the member (staleness
-	// inference); -1 once a marker was written.
-	missed int32
+	late []Sample
+}
 
-	logged atomic.Bool // its series record is in the WAL
-	// removed is set when GC took the series out of the head (GC holds gcMu
-	// and g.mu then); atomic so that ResolveNext may read it without them.
-	removed atomic.Bool
+const (
+	// seriesLogged: the series record is in the WAL.
+	seriesLogged = 1 << iota
+	// seriesRemoved: GC took the series out of the head (GC holds gcMu and
+	// g.mu then); atomic so that ResolveNext may read it without them.
+	seriesRemoved
+)
 
-	unaligned bool // new samples go to own; guarded by g.mu
+func (s *memSeries) logged() bool  { return s.flags.Load()&seriesLogged != 0 }
+func (s *memSeries) removed() bool { return s.flags.Load()&seriesRemoved != 0 }
+
+// own returns the member's own table, nil if it never was unaligned.
+func (s *memSeries) own() *table {
+	if s.x == nil {
+		return nil
+	}
+	return s.x.own
+}
+
+// late returns the member's late samples.
+func (s *memSeries) late() []Sample {
+	if s.x == nil {
+		return nil
+	}
+	return s.x.late
+}
+
+// extra returns s.x, made on first use.
+func (s *memSeries) extra() *seriesExtra {
+	if s.x == nil {
+		s.x = &seriesExtra{}
+	}
+	return s.x
 }
 
 // group is a set of series sampled together (one scrape target). Its aligned
@@ -100,7 +139,7 @@ func (g *group) addMember(s *memSeries) {
 // removeMember frees s's column, which holds nothing in the head any more
 // (the caller checked); called with g.mu held.
 func (g *group) removeMember(s *memSeries, stats *headCounters) {
-	s.removed.Store(true)
+	s.flags.Or(seriesRemoved)
 	g.members[s.col] = nil
 	g.free = append(g.free, s.col)
 	if s.unaligned {
@@ -185,10 +224,10 @@ func (g *group) append(s *memSeries, t int64, v float64, o appendOpts, stats *he
 	}
 	s.lastT, s.lastV = t, v
 	if s.unaligned {
-		r, _ := s.own.rowFor(t)
-		s.own.set(r, 0, v)
+		r, _ := s.own().rowFor(t)
+		s.own().set(r, 0, v)
 		// A lone member's samples arrive in order: encode at once.
-		s.own.sealUpTo(t, cut, nil)
+		s.own().sealUpTo(t, cut, nil)
 		return nil
 	}
 	tb := g.aligned
@@ -197,19 +236,30 @@ func (g *group) append(s *memSeries, t int64, v float64, o appendOpts, stats *he
 		s.solo = 0
 	}
 	tb.set(r, s.col, v)
-	if created {
-		tb.sealUpTo(tb.maxT-window, cut, func(r *row, prevHas func(int) bool) { g.onSeal(r, prevHas, stats) })
+	// Rows are sealed once they fall out of the open window, or earlier once
+	// complete behind a newer row: every aligned member has a value there,
+	// so only its own out-of-order samples could still land at or before it.
+	if horizon := tb.maxT - window; created || r.n == g.numAligned() {
+		if t := tb.completeBefore(g.numAligned()); t > horizon {
+			horizon = t
+		}
+		if len(tb.open) > 0 && tb.open[0].t <= horizon {
+			tb.sealUpTo(horizon, cut, func(r *row, prevHas func(int) bool) { g.onSeal(r, prevHas, stats) })
+		}
 	}
 	return nil
 }
+
+// numAligned is the number of members writing to the shared columns.
+func (g *group) numAligned() int { return g.numMembers() - g.nUnaligned }
 
 // unalign sends member s's next samples to a table of its own.
 func (g *group) unalign(s *memSeries, stats *headCounters) {
 	if s.unaligned {
 		return
 	}
-	if s.own == nil {
-		s.own = newTable(1)
+	if x := s.extra(); x.own == nil {
+		x.own = newTable(1)
 	}
 	s.unaligned, s.matchRun = true, 0
 	g.nUnaligned++
@@ -278,8 +328,8 @@ func (g *group) inferStaleness(r *row, stats *headCounters) {
 
 // lookup finds member s's value at t; called with g.mu held.
 func (g *group) lookup(s *memSeries, t int64) (float64, bool) {
-	if i, found := slices.BinarySearchFunc(s.late, t, func(a Sample, t int64) int { return cmp.Compare(a.T, t) }); found {
-		return s.late[i].V, true
+	if i, found := slices.BinarySearchFunc(s.late(), t, func(a Sample, t int64) int { return cmp.Compare(a.T, t) }); found {
+		return s.late()[i].V, true
 	}
 	// Newer than a table's sealed rows, t can only be in its open rows: no
 	// chunk to decode (the common case of a sample a few scrapes late).
@@ -287,7 +337,7 @@ func (g *group) lookup(s *memSeries, t int64) (float64, bool) {
 	for _, tc := range [2]struct {
 		tb  *table
 		col int
-	}{{g.aligned, s.col}, {s.own, 0}} {
+	}{{g.aligned, s.col}, {s.own(), 0}} {
 		if tc.tb == nil {
 			continue
 		}
@@ -323,21 +373,21 @@ func (g *group) snapshot(s *memSeries, mint, maxt int64) *seriesData {
 // timestamp column is decoded once, not once per series.
 func (g *group) snapshotShared(s *memSeries, mint, maxt int64, sc *snapCache) *seriesData {
 	d := &seriesData{mint: mint, maxt: maxt, sc: sc}
-	if s.removed.Load() {
+	if s.removed() {
 		return d // GC removed it; its column may belong to another series now
 	}
 	newest := s.lastT
-	if n := len(s.late); n > 0 && s.late[n-1].T > newest {
-		newest = s.late[n-1].T // late samples newer than its in-order ones
+	if n := len(s.late()); n > 0 && s.late()[n-1].T > newest {
+		newest = s.late()[n-1].T // late samples newer than its in-order ones
 	}
 	if newest < mint || s.minT > maxt {
 		return d
 	}
 	d.parts = d.add(d.parts, g.aligned, s.col)
-	if s.own != nil {
-		d.own = d.add(d.own, s.own, 0)
+	if s.own() != nil {
+		d.own = d.add(d.own, s.own(), 0)
 	}
-	for _, l := range s.late {
+	for _, l := range s.late() {
 		if l.T >= mint && l.T <= maxt {
 			d.late = append(d.late, l)
 		}
@@ -349,9 +399,9 @@ func (g *group) snapshotShared(s *memSeries, mint, maxt int64, sc *snapCache) *s
 // already flushed): it is kept aside and written to an out-of-order block.
 // Called with g.mu held.
 func (g *group) appendLate(s *memSeries, t int64, v float64, stats *headCounters) error {
-	i, found := slices.BinarySearchFunc(s.late, t, func(a Sample, t int64) int { return cmp.Compare(a.T, t) })
+	i, found := slices.BinarySearchFunc(s.late(), t, func(a Sample, t int64) int { return cmp.Compare(a.T, t) })
 	if found {
-		if math.Float64bits(s.late[i].V) == math.Float64bits(v) {
+		if math.Float64bits(s.late()[i].V) == math.Float64bits(v) {
 			return errDupSame
 		}
 		return ErrDuplicateSample
@@ -389,11 +439,12 @@ type appendOpts struct {
 
 // addLate keeps a sample that is older than the series' newest one.
 func (s *memSeries) addLate(t int64, v float64) {
-	i, found := slices.BinarySearchFunc(s.late, t, func(a Sample, t int64) int { return cmp.Compare(a.T, t) })
+	i, found := slices.BinarySearchFunc(s.late(), t, func(a Sample, t int64) int { return cmp.Compare(a.T, t) })
 	if found {
 		return
 	}
-	s.late = slices.Insert(s.late, i, Sample{T: t, V: v})
+	x := s.extra()
+	x.late = slices.Insert(x.late, i, Sample{T: t, V: v})
 	if t < s.minT {
 		s.minT = t
 	}

@@ -46,8 +46,8 @@ func (h *Head) GroupStats(limit int) GroupStats {
 		}
 		add(g.aligned)
 		for _, s := range g.members {
-			if s != nil && s.own != nil {
-				add(s.own)
+			if s != nil && s.own() != nil {
+				add(s.own())
 			}
 		}
 		g.mu.Unlock()

@@ -476,7 +476,7 @@ func groupHash(key string) uint64 {
 // request, so most known series are found without a hash, a map or a lock.
 func (h *Head) ResolveNext(prev SeriesRef, match func(labels.Labels) bool) (SeriesRef, bool) {
 	if p := prev.s; p != nil {
-		if c := p.rawNext.Load(); c != nil && !c.removed.Load() && match(c.lset) {
+		if c := p.rawNext.Load(); c != nil && !c.removed() && match(c.lset) {
 			return SeriesRef{ID: c.ref, s: c}, true
 		}
 	}
@@ -508,7 +508,7 @@ func predictNext(p *memSeries) *memSeries {
 	if p == nil {
 		return nil
 	}
-	if c := p.rawNext.Load(); c != nil && !c.removed.Load() {
+	if c := p.rawNext.Load(); c != nil && !c.removed() {
 		return c
 	}
 	return nil
@@ -574,7 +574,7 @@ func (h *Head) AppendBatch(_ context.Context, b *Batch) (AppendResult, error) {
 			if s = bs.Ref.s; s == nil {
 				s = h.seriesByRef(bs.Ref.ID)
 			}
-			if s == nil || s.removed.Load() {
+			if s == nil || s.removed() {
 				return res, fmt.Errorf("series %d: %w", bs.Ref.ID, ErrSeriesGone)
 			}
 			cs.order = append(cs.order, i)
@@ -689,7 +689,7 @@ func (h *Head) AppendBatch(_ context.Context, b *Batch) (AppendResult, error) {
 				case err == nil:
 					cs.commit.Samples = append(cs.commit.Samples, record.RefSample{Ref: s.ref, T: smp.T, V: smp.V})
 					lo, hi = min(lo, smp.T), max(hi, smp.T)
-					if !s.logged.Load() && (len(cs.commit.Series) == 0 || cs.commit.Series[len(cs.commit.Series)-1].Ref != s.ref) {
+					if !s.logged() && (len(cs.commit.Series) == 0 || cs.commit.Series[len(cs.commit.Series)-1].Ref != s.ref) {
 						cs.commit.Series = append(cs.commit.Series, record.RefSeries{Ref: s.ref, Labels: s.lset})
 					}
 				case err == errDupSame:
@@ -714,7 +714,7 @@ func (h *Head) AppendBatch(_ context.Context, b *Batch) (AppendResult, error) {
 			}
 			if isNew {
 				cs.commit.Exemplars = append(cs.commit.Exemplars, record.RefExemplar{Ref: s.ref, T: e.T, V: e.V, Labels: e.Labels})
-				if !s.logged.Load() {
+				if !s.logged() {
 					cs.commit.Series = append(cs.commit.Series, record.RefSeries{Ref: s.ref, Labels: s.lset})
 				}
 			}
@@ -737,7 +737,7 @@ func (h *Head) AppendBatch(_ context.Context, b *Batch) (AppendResult, error) {
 	}
 	for _, rs := range cs.commit.Series {
 		if s := h.seriesByRef(rs.Ref); s != nil {
-			s.logged.Store(true)
+			s.flags.Or(seriesLogged)
 		}
 	}
 	h.updateBounds(lo, hi)
@@ -844,7 +844,7 @@ func (h *Head) replay() (int, error) {
 			if err != nil {
 				return fmt.Errorf("record %d: series %d: %w", n, rs.Ref, err)
 			}
-			s.logged.Store(true)
+			s.flags.Or(seriesLogged)
 			if s.ref != rs.Ref {
 				return fmt.Errorf("record %d: series %s logged as %d and %d", n, rs.Labels, s.ref, rs.Ref)
 			}

@@ -2,7 +2,10 @@ package tsdb
 
 import (
 	"context"
+	"flag"
+	"os"
 	"runtime"
+	"runtime/pprof"
 	"testing"
 	"time"
 
@@ -11,14 +14,34 @@ import (
 	"github.com/tandem-tsdb/tandem/workload"
 )
 
-// heapInUse returns the live heap after two full collections.
-func heapInUse() uint64 {
+var headMemProfile = flag.String("head-memprofile", "", "BenchmarkHeadMemory: write a heap profile of tandem's full head here (with -memprofilerate 1 for every object)")
+
+// writeHeadProfile writes the heap profile -head-memprofile asks for.
+func writeHeadProfile(b *testing.B) {
+	if *headMemProfile == "" {
+		return
+	}
+	f, err := os.Create(*headMemProfile)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// heapAfterGC returns the live heap and the heap spans in use after two
+// full collections.
+func heapAfterGC() heapStats {
 	runtime.GC()
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
+	return heapStats{live: ms.HeapAlloc, inUse: ms.HeapInuse}
 }
+
+type heapStats struct{ live, inUse uint64 }
 
 // BenchmarkHeadMemory appends one hour of a node_exporter-like workload (20
 // targets, about 10k series, 240 scrapes at 15 s) to tandem's head and to
@@ -66,8 +89,9 @@ func BenchmarkHeadMemory(b *testing.B) {
 		}
 		return s.Labels
 	}
-	report := func(b *testing.B, before, after uint64) {
-		heap := float64(int64(after) - int64(before))
+	report := func(b *testing.B, before, after heapStats) {
+		heap := float64(int64(after.live) - int64(before.live))
+		b.ReportMetric(float64(int64(after.inUse)-int64(before.inUse))/float64(series), "inuse-bytes/series")
 		b.ReportMetric(heap/float64(series), "heap-bytes/series")
 		b.ReportMetric(heap/float64(samples), "heap-bytes/sample")
 		b.ReportMetric(float64(series), "series")
@@ -77,7 +101,7 @@ func BenchmarkHeadMemory(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			clear(seen)
 			dir := b.TempDir()
-			before := heapInUse()
+			before := heapAfterGC()
 			opts := DefaultOptions()
 			opts.WALSyncInterval = 1 << 40 // group commit; no fsync per batch
 			opts.Now = func() int64 { return now }
@@ -96,7 +120,8 @@ func BenchmarkHeadMemory(b *testing.B) {
 					b.Fatal(err, res.Err())
 				}
 			}
-			after := heapInUse()
+			after := heapAfterGC()
+			writeHeadProfile(b)
 			b.ReportMetric(float64(h.chunks.liveBytes.Load())/float64(series), "mapped-bytes/series")
 			if got := h.counters.appended.Load(); got != int64(samples) {
 				b.Fatalf("%d samples appended, want %d", got, samples)
@@ -110,7 +135,7 @@ func BenchmarkHeadMemory(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			clear(seen)
 			dir := b.TempDir()
-			before := heapInUse()
+			before := heapAfterGC()
 			h := newPromHead(b, dir)
 			for _, sc := range scrapes {
 				app := h.Appender(context.Background())
@@ -124,7 +149,7 @@ func BenchmarkHeadMemory(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			after := heapInUse()
+			after := heapAfterGC()
 			if got := h.NumSeries(); got != uint64(series) {
 				b.Fatalf("%d series in the head, want %d", got, series)
 			}

@@ -194,10 +194,10 @@ const hintSeries = "series"
 // when that sample is the newest at or before maxt; false when a full
 // snapshot is needed. Called with s.g.mu held.
 func (s *memSeries) lastSample(mint, maxt int64) (one Sample, in, ok bool) {
-	if s.removed.Load() || s.lastT > maxt {
+	if s.removed() || s.lastT > maxt {
 		return Sample{}, false, false
 	}
-	if n := len(s.late); n > 0 && s.late[n-1].T >= s.lastT {
+	if n := len(s.late()); n > 0 && s.late()[n-1].T >= s.lastT {
 		return Sample{}, false, false
 	}
 	return Sample{T: s.lastT, V: s.lastV}, s.lastT >= mint, true

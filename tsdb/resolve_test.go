@@ -46,7 +46,7 @@ func TestResolveRawFollowsOrder(t *testing.T) {
 	if _, ok := h.ResolveNext(rb, is(a)); ok {
 		t.Fatal("resolved a successor never seen")
 	}
-	rb.s.removed.Store(true)
+	rb.s.flags.Or(seriesRemoved)
 	if _, ok := h.ResolveNext(ra, is(b)); ok {
 		t.Fatal("resolved a series that left the head")
 	}

@@ -58,6 +58,17 @@ func (tb *table) hasRow(t int64) bool {
 	return false
 }
 
+// completeBefore returns the time of the newest open row, other than the
+// newest, that holds all full columns; math.MinInt64 if there is none.
+func (tb *table) completeBefore(full int) int64 {
+	for i := len(tb.open) - 2; i >= 0; i-- {
+		if tb.open[i].n >= full {
+			return tb.open[i].t
+		}
+	}
+	return math.MinInt64
+}
+
 // rowFor returns the open row at t, creating it if needed, and whether it was created.
 func (tb *table) rowFor(t int64) (*row, bool) {
 	i := len(tb.open)

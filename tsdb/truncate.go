@@ -29,8 +29,8 @@ func (h *Head) Truncate(mint int64) {
 			if s == nil {
 				continue
 			}
-			if s.own != nil {
-				s.own.dropBefore(mint)
+			if s.own() != nil {
+				s.own().dropBefore(mint)
 			}
 			switch {
 			case s.lastT < mint:
@@ -38,8 +38,8 @@ func (h *Head) Truncate(mint int64) {
 			case s.minT < mint:
 				s.minT = mint
 			}
-			if len(s.late) > 0 && s.late[0].T < s.minT {
-				s.minT = s.late[0].T // late samples wait for their block
+			if len(s.late()) > 0 && s.late()[0].T < s.minT {
+				s.minT = s.late()[0].T // late samples wait for their block
 			}
 		}
 	})
