@@ -25,6 +25,7 @@ type PeerResult struct {
 	PeakRSSBytes    int64         `json:"peak_rss_bytes"`
 	HeapBytes       float64       `json:"heap_inuse_bytes"`
 	HeapPerSeries   float64       `json:"heap_bytes_per_series"`
+	HeapLiveBytes   float64       `json:"heap_live_bytes"` // objects alone (heap_alloc), beside the spans in use
 	Retries         int64         `json:"retries"`
 	DiskBytes       int64         `json:"disk_bytes"`
 	BytesPerSample  float64       `json:"bytes_per_sample"`
@@ -84,14 +85,19 @@ func RunPeer(ctx context.Context, kind Kind, bin string, w *Workload, qs []Query
 	// checkpoint, merges, head compaction) is done, and after a garbage
 	// collection, in every system (all three are Go and serve pprof): it
 	// counts what the system keeps, not the transient buffers of that work
-	// nor the garbage its collector had left at that moment.
+	// nor the garbage its collector had left at that moment, nor pooled
+	// request buffers.
 	idle := waitIdle(ctx, p, time.Minute)
+	// Twice: sync.Pool contents survive one collection (as victims), and
+	// how many request buffers were pooled at that moment is noise.
+	forceGC(ctx, p, o.Logger)
 	forceGC(ctx, p, o.Logger)
 	if o.ProfileDir != "" {
 		saveProfile(ctx, p, "/debug/pprof/heap", filepath.Join(o.ProfileDir, string(kind)+"-heap.pprof"), o.Logger)
 	}
 	if m, err := p.Metrics(ctx); err == nil {
 		r.HeapBytes = metricValue(m, "go_memstats_heap_inuse_bytes")
+		r.HeapLiveBytes = metricValue(m, "go_memstats_heap_alloc_bytes")
 		r.HeapPerSeries = r.HeapBytes / float64(w.Series)
 		if kind == Tandem {
 			// Series stored apart from their group's shared timestamps

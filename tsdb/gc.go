@@ -101,10 +101,7 @@ func (h *Head) GC(idleBefore int64) (groups, series int) {
 		st.mu.Lock()
 		st.remove(hash, s)
 		st.mu.Unlock()
-		rs := &h.refs[s.ref%stripes]
-		rs.mu.Lock()
-		delete(rs.byRef, s.ref)
-		rs.mu.Unlock()
+		h.refs.delete(s.ref)
 		h.index.remove(s.ref, s.lset)
 		h.counters.series.Add(-1)
 		h.counters.gcSeries.Add(1)

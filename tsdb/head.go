@@ -175,7 +175,7 @@ type Head struct {
 	chunks *chunkStore // frozen chunks, outside the Go heap
 
 	series  [stripes]seriesStripe
-	refs    [stripes]refStripe
+	refs    refTable
 	raw     [stripes]refStripe // decoder hash of labels as sent → series
 	groups  [stripes]groupStripe
 	index   *memIndex
@@ -251,7 +251,6 @@ func Open(dir string, opts Options) (*Head, error) {
 	h.maxT.Store(math.MinInt64)
 	for i := range h.series {
 		h.series[i].byHash = map[uint64]*memSeries{}
-		h.refs[i].byRef = map[uint64]*memSeries{}
 		h.raw[i].byRef = map[uint64]*memSeries{}
 		h.groups[i].byKey = map[string]*group{}
 	}
@@ -432,10 +431,7 @@ func (h *Head) getOrCreate(lset labels.Labels, ref uint64) (*memSeries, error) {
 	st.add(hash, s)
 	st.mu.Unlock()
 
-	rs := &h.refs[ref%stripes]
-	rs.mu.Lock()
-	rs.byRef[ref] = s
-	rs.mu.Unlock()
+	h.refs.set(ref, s)
 	h.index.add(ref, s.lset)
 	h.counters.series.Add(1)
 	return s, nil
@@ -528,13 +524,7 @@ func (h *Head) rememberRaw(hash uint64, s *memSeries) {
 }
 
 // seriesByRef returns the series with the given reference, or nil.
-func (h *Head) seriesByRef(ref uint64) *memSeries {
-	rs := &h.refs[ref%stripes]
-	rs.mu.RLock()
-	s := rs.byRef[ref]
-	rs.mu.RUnlock()
-	return s
-}
+func (h *Head) seriesByRef(ref uint64) *memSeries { return h.refs.get(ref) }
 
 // commitState is the reusable per-batch scratch space.
 type commitState struct {

@@ -986,15 +986,13 @@ func TestCheckpointKeepsAlignment(t *testing.T) {
 	h2 := openHead(t, dir, nil)
 	defer h2.Close()
 	own := 0
-	for i := range h2.refs {
-		for _, s := range h2.refs[i].byRef {
-			s.g.mu.Lock()
-			if s.own() != nil && (len(s.own().chunks) > 0 || s.own().building != nil) {
-				own++
-			}
-			s.g.mu.Unlock()
+	h2.refs.each(func(s *memSeries) {
+		s.g.mu.Lock()
+		if s.own() != nil && (len(s.own().chunks) > 0 || s.own().building != nil) {
+			own++
 		}
-	}
+		s.g.mu.Unlock()
+	})
 	if own > 0 {
 		t.Errorf("%d of 30 members store their replayed samples on their own, not in the group's shared columns", own)
 	}
