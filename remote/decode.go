@@ -8,7 +8,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/cespare/xxhash/v2"
 	"github.com/golang/snappy"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
@@ -67,10 +66,9 @@ type decoder struct {
 	exbuf     []tsdb.Exemplar // exemplars of the 1.0 series being decoded
 
 	resolver SeriesResolver           // finds known series by label hash; may be nil
-	xx       xxhash.Digest            // hashes labels as sent
 	match    func(labels.Labels) bool // d.matchLbuf, bound once
 	v2cur    v2Labels                 // labels of the 2.0 series being decoded
-	hbuf     []byte                   // 2.0 labels as hashed
+	hbuf     []byte                   // labels as hashed (labelsHash)
 	matchV2  func(labels.Labels) bool // d.matchV2Labels, bound once
 	stats    decodeStats
 
@@ -339,15 +337,13 @@ func (d *decoder) decodeV2(data []byte) (*tsdb.Batch, error) {
 		}
 		// A series the storage already knows: no validation, no labels to build.
 		var (
-			hash  uint64
 			ref   tsdb.SeriesRef
 			known bool
 		)
 		if d.resolver != nil && (len(ts.Samples) > 0 || len(ts.Exemplars) > 0) {
 			d.v2cur = ls
 			if ref, known = d.resolver.ResolveNext(prev, d.matchV2); !known {
-				hash = d.hashV2(ls)
-				ref, known = d.resolver.ResolveRaw(prev, hash, d.matchV2)
+				ref, known = d.resolver.ResolveHash(prev, d.labelsHash(ls), d.matchV2)
 			}
 			prev = ref
 		}
@@ -385,7 +381,7 @@ func (d *decoder) decodeV2(data []byte) (*tsdb.Batch, error) {
 		for j := 0; j < len(ts.LabelsRefs); j += 2 {
 			d.sb.Add(syms[ts.LabelsRefs[j]], syms[ts.LabelsRefs[j+1]])
 		}
-		b.Series = append(b.Series, tsdb.BatchSeries{Labels: d.sb.Labels(), Samples: ss, RawHash: hash, Exemplars: exs})
+		b.Series = append(b.Series, tsdb.BatchSeries{Labels: d.sb.Labels(), Samples: ss, Exemplars: exs})
 	}
 	return b, nil
 }

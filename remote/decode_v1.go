@@ -11,7 +11,6 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
-	"github.com/cespare/xxhash/v2"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/prompb"
 
@@ -234,17 +233,13 @@ func (d *decoder) walkV1(data []byte) (*tsdb.Batch, error) {
 		// A series the storage already knows: no validation, no labels to
 		// build, and (for the one that followed the previous series last
 		// time, as most do) no hash either.
-		var hash uint64
 		if d.resolver != nil {
 			ref, ok := d.resolver.ResolveNext(prev, d.match)
 			if !ok {
-				if d.rawLabels == nil { // hashLbuf hashes the parsed labels
-					if err := d.parseLbuf(); err != nil {
-						return nil, err
-					}
+				if err := d.parseLbuf(); err != nil {
+					return nil, err
 				}
-				hash = d.hashLbuf()
-				ref, ok = d.resolver.ResolveRaw(prev, hash, d.match)
+				ref, ok = d.resolver.ResolveHash(prev, d.labelsHash(v1Labels(d.lbuf)), d.match)
 			}
 			prev = ref
 			if ok {
@@ -263,7 +258,7 @@ func (d *decoder) walkV1(data []byte) (*tsdb.Batch, error) {
 		for _, l := range d.lbuf {
 			d.sb.Add(l.Name, l.Value)
 		}
-		b.Series = append(b.Series, tsdb.BatchSeries{Labels: d.sb.Labels(), Samples: samples, RawHash: hash, Exemplars: exemplars})
+		b.Series = append(b.Series, tsdb.BatchSeries{Labels: d.sb.Labels(), Samples: samples, Exemplars: exemplars})
 	}
 	if nSeries == 0 && nMeta == 0 && unknown > 0 {
 		return nil, reqErrorf(http.StatusBadRequest, "1.0 prometheus.WriteRequest holds only unknown fields: "+
@@ -518,49 +513,6 @@ func parseMetadataV1(b []byte) (tsdb.Metadata, error) {
 	}
 	m.Type = metricTypeV1(typ)
 	return m, nil
-}
-
-// hashLbuf hashes the labels of the series being decoded, as sent: their
-// protobuf bytes when contiguous, else name and value strings.
-func (d *decoder) hashLbuf() uint64 {
-	if d.rawLabels != nil {
-		if h := xxhash.Sum64(d.rawLabels); h != 0 {
-			return h
-		}
-		return 1 // 0 means "no hash"
-	}
-	d.xx.Reset()
-	for _, l := range d.lbuf {
-		d.xx.WriteString(l.Name)
-		d.xx.Write(sep)
-		d.xx.WriteString(l.Value)
-		d.xx.Write(sep)
-	}
-	h := d.xx.Sum64()
-	if h == 0 {
-		h = 1 // 0 means "no hash"
-	}
-	return h
-}
-
-var sep = []byte{0xff}
-
-// hashV2 hashes a 2.0 series' labels as sent, like hashLbuf does 1.0
-// labels that are not contiguous (the same series hashes alike in both).
-func (d *decoder) hashV2(ls v2Labels) uint64 {
-	b := d.hbuf[:0]
-	for i := 0; i < ls.Len(); i++ {
-		n, v := ls.At(i)
-		b = append(b, n...)
-		b = append(b, sep...)
-		b = append(b, v...)
-		b = append(b, sep...)
-	}
-	d.hbuf = b
-	if h := xxhash.Sum64(b); h != 0 {
-		return h
-	}
-	return 1 // 0 means "no hash"
 }
 
 // exemplarV1 converts a 1.0 exemplar (labels sorted, copied).

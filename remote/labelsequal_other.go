@@ -2,7 +2,10 @@
 
 package remote
 
-import "github.com/prometheus/prometheus/model/labels"
+import (
+	"github.com/cespare/xxhash/v2"
+	"github.com/prometheus/prometheus/model/labels"
+)
 
 // matchLbuf reports whether lset equals the 1.0 labels being decoded.
 func (d *decoder) matchLbuf(lset labels.Labels) bool {
@@ -32,4 +35,16 @@ func rangeEqual(lset labels.Labels, ls labelSource) bool {
 		i++
 	})
 	return ok && i == n
+}
+
+// labelsHash returns what labels.Labels.Hash returns for the labels of ls,
+// in the order sent: the hash of each name and value followed by 0xff.
+func (d *decoder) labelsHash(ls labelSource) uint64 {
+	b := d.hbuf[:0]
+	for i := 0; i < ls.Len(); i++ {
+		n, v := ls.At(i)
+		b = append(append(append(append(b, n...), 0xff), v...), 0xff)
+	}
+	d.hbuf = b
+	return xxhash.Sum64(b)
 }

@@ -3,6 +3,7 @@
 package remote
 
 import (
+	"github.com/cespare/xxhash/v2"
 	"unsafe"
 
 	"github.com/prometheus/prometheus/model/labels"
@@ -109,4 +110,27 @@ func packedHas(data string, i int, s string) (int, bool) {
 		return i, false
 	}
 	return i + size, true
+}
+
+// labelsHash returns what labels.Labels.Hash returns for the labels of ls,
+// in the order sent (sorted labels, as senders send them, find their series).
+// Under stringlabels that is the hash of the packed form: each string
+// preceded by its length, one byte below 255, else 255 and three bytes.
+func (d *decoder) labelsHash(ls labelSource) uint64 {
+	b := d.hbuf[:0]
+	for i := 0; i < ls.Len(); i++ {
+		n, v := ls.At(i)
+		b = appendPacked(appendPacked(b, n), v)
+	}
+	d.hbuf = b
+	return xxhash.Sum64(b)
+}
+
+func appendPacked(b []byte, s string) []byte {
+	if n := len(s); n < 255 {
+		b = append(b, byte(n))
+	} else {
+		b = append(b, 255, byte(n), byte(n>>8), byte(n>>16))
+	}
+	return append(b, s...)
 }

@@ -28,16 +28,17 @@ type Appender interface {
 }
 
 // SeriesResolver is optionally implemented by an Appender: it finds a series
-// it already stores from a hash of the labels as the decoder saw them, so that
-// known series skip label validation and construction (tsdb.Head does).
+// it already stores from the labels as the decoder saw them, so that known
+// series skip label validation and construction (tsdb.Head does).
 type SeriesResolver interface {
 	// ResolveNext returns the series that followed prev (the series
 	// resolved just before in the same request) last time, if match accepts
 	// its labels: senders repeat their order, so most series are found so.
 	ResolveNext(prev tsdb.SeriesRef, match func(labels.Labels) bool) (tsdb.SeriesRef, bool)
-	// ResolveRaw returns the reference of the series cached under hash if
-	// match accepts its labels, and remembers it as prev's successor.
-	ResolveRaw(prev tsdb.SeriesRef, hash uint64, match func(labels.Labels) bool) (tsdb.SeriesRef, bool)
+	// ResolveHash returns the reference of a series whose labels hash
+	// (labels.Labels.Hash) is hash if match accepts its labels, and
+	// remembers it as prev's successor.
+	ResolveHash(prev tsdb.SeriesRef, hash uint64, match func(labels.Labels) bool) (tsdb.SeriesRef, bool)
 }
 
 // Limits bounds what a single write request may contain.

@@ -15,7 +15,7 @@ type Sample struct {
 	V float64
 }
 
-// SeriesRef names a series the head holds, as Head.ResolveRaw found it.
+// SeriesRef names a series the head holds, as Head.ResolveHash found it.
 type SeriesRef struct {
 	ID uint64     // the series' reference
 	s  *memSeries // the series itself: appending it needs no lookup
@@ -26,11 +26,8 @@ type BatchSeries struct {
 	Labels  labels.Labels
 	Samples []Sample
 	// Ref, when its ID is non-zero, names an existing series (found with
-	// Head.ResolveRaw); Labels may then be empty.
+	// Head.ResolveHash); Labels may then be empty.
 	Ref SeriesRef
-	// RawHash, when non-zero, is a decoder's hash of the series' labels as
-	// sent; the head remembers it so that ResolveRaw finds the series next time.
-	RawHash uint64
 	// Exemplars of the series, in timestamp order.
 	Exemplars []Exemplar
 }

@@ -301,9 +301,9 @@ func (db *DB) ResolveNext(prev SeriesRef, match func(labels.Labels) bool) (Serie
 	return db.head.ResolveNext(prev, match)
 }
 
-// ResolveRaw finds a known series by a decoder's label hash (see Head.ResolveRaw).
-func (db *DB) ResolveRaw(prev SeriesRef, hash uint64, match func(labels.Labels) bool) (SeriesRef, bool) {
-	return db.head.ResolveRaw(prev, hash, match)
+// ResolveHash finds a known series by its labels hash (see Head.ResolveHash).
+func (db *DB) ResolveHash(prev SeriesRef, hash uint64, match func(labels.Labels) bool) (SeriesRef, bool) {
+	return db.head.ResolveHash(prev, hash, match)
 }
 
 // SealIdle seals the open rows of idle groups (see Head.SealIdle).

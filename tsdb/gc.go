@@ -107,16 +107,6 @@ func (h *Head) GC(idleBefore int64) (groups, series int) {
 		h.counters.gcSeries.Add(1)
 		series++
 	}
-	for i := range h.raw {
-		rs := &h.raw[i]
-		rs.mu.Lock()
-		for hash, s := range rs.byRef {
-			if removed[s] {
-				delete(rs.byRef, hash)
-			}
-		}
-		rs.mu.Unlock()
-	}
 	return groups, series
 }
 

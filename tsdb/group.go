@@ -28,7 +28,7 @@ type memSeries struct {
 	col  int // column in g.aligned
 
 	// rawNext is the series that followed this one in the last write batch
-	// (Head.ResolveRaw, Head.AppendBatch): senders repeat their order, so it
+	// (Head.ResolveHash, Head.AppendBatch): senders repeat their order, so it
 	// is most often the next series again.
 	rawNext atomic.Pointer[memSeries]
 
@@ -106,6 +106,7 @@ type group struct {
 	free       []int // columns of removed members (nil in members), reused first
 	lastAppend int64 // wall clock (ms) of the last batch that touched the group
 	maxT       int64 // newest timestamp any member wrote; the out-of-order window trails it
+	joinedT    int64 // timestamp of the newest member's first sample
 	inferStale int   // rows a member may miss before it is marked stale; 0 = off
 
 	// HA pair deduplication: the replica whose samples the group takes, when
@@ -117,7 +118,7 @@ type group struct {
 }
 
 func newGroup(id uint64, key string) *group {
-	return &group{id: id, key: key, aligned: newTable(0), maxT: math.MinInt64}
+	return &group{id: id, key: key, aligned: newTable(0), maxT: math.MinInt64, joinedT: math.MinInt64}
 }
 
 // addMember gives s a column in the group, a removed member's if there is
@@ -200,6 +201,9 @@ func (g *group) append(s *memSeries, t int64, v float64, o appendOpts, stats *he
 	if t > g.maxT {
 		g.maxT = t
 	}
+	if s.lastT == math.MinInt64 && t > g.joinedT {
+		g.joinedT = t
+	}
 	if s.unaligned {
 		// A lagging member that caught up lands on its group's open rows
 		// again: after a few in a row it rejoins the shared columns.
@@ -239,19 +243,19 @@ func (g *group) append(s *memSeries, t int64, v float64, o appendOpts, stats *he
 	// Rows are sealed once they fall out of the open window, or earlier once
 	// complete behind a newer row: every aligned member has a value there,
 	// so only its own out-of-order samples could still land at or before it.
-	if horizon := tb.maxT - window; created || r.n == g.numAligned() {
-		if t := tb.completeBefore(g.numAligned()); t > horizon {
-			horizon = t
-		}
-		if len(tb.open) > 0 && tb.open[0].t <= horizon {
-			tb.sealUpTo(horizon, cut, func(r *row, prevHas func(int) bool) { g.onSeal(r, prevHas, stats) })
-		}
+	// Not while a member joined within the window (more new members of the
+	// same scrapes may be on their way from another shard, and a row sealed
+	// before their first sample would leave them unaligned), nor while a
+	// member is unaligned (it rejoins by landing on open rows).
+	horizon := tb.maxT - window
+	if (created || r.n == g.numMembers()) && g.nUnaligned == 0 && g.joinedT < horizon {
+		horizon = max(horizon, tb.completeBefore(g.numMembers()))
+	}
+	if len(tb.open) > 0 && tb.open[0].t <= horizon {
+		tb.sealUpTo(horizon, cut, func(r *row, prevHas func(int) bool) { g.onSeal(r, prevHas, stats) })
 	}
 	return nil
 }
-
-// numAligned is the number of members writing to the shared columns.
-func (g *group) numAligned() int { return g.numMembers() - g.nUnaligned }
 
 // unalign sends member s's next samples to a table of its own.
 func (g *group) unalign(s *memSeries, stats *headCounters) {

@@ -155,11 +155,6 @@ func (st *seriesStripe) setMore(hash uint64, list []*memSeries) {
 	}
 }
 
-type refStripe struct {
-	mu    sync.RWMutex
-	byRef map[uint64]*memSeries
-}
-
 type groupStripe struct {
 	mu    sync.RWMutex
 	byKey map[string]*group
@@ -176,7 +171,6 @@ type Head struct {
 
 	series  [stripes]seriesStripe
 	refs    refTable
-	raw     [stripes]refStripe // decoder hash of labels as sent → series
 	groups  [stripes]groupStripe
 	index   *memIndex
 	nextRef atomic.Uint64
@@ -251,7 +245,6 @@ func Open(dir string, opts Options) (*Head, error) {
 	h.maxT.Store(math.MinInt64)
 	for i := range h.series {
 		h.series[i].byHash = map[uint64]*memSeries{}
-		h.raw[i].byRef = map[uint64]*memSeries{}
 		h.groups[i].byKey = map[string]*group{}
 	}
 	h.commitPool.New = func() any { return &commitState{} }
@@ -479,17 +472,26 @@ func (h *Head) ResolveNext(prev SeriesRef, match func(labels.Labels) bool) (Seri
 	return SeriesRef{}, false
 }
 
-// ResolveRaw returns the series a decoder cached under hash (see
-// BatchSeries.RawHash) if match accepts its labels, so that a known series
-// is found without building or validating its labels again. It remembers
-// the series as the successor of prev (the series resolved just before in
-// the same request, or zero) for ResolveNext.
-func (h *Head) ResolveRaw(prev SeriesRef, hash uint64, match func(labels.Labels) bool) (SeriesRef, bool) {
-	rs := &h.raw[hash%stripes]
-	rs.mu.RLock()
-	s := rs.byRef[hash]
-	rs.mu.RUnlock()
-	if s == nil || !match(s.lset) {
+// ResolveHash returns the series whose labels hash (labels.Labels.Hash) is
+// hash if match accepts its labels, so that a known series is found without
+// building or validating its labels again. It remembers the series as the
+// successor of prev (the series resolved just before in the same request, or
+// zero) for ResolveNext.
+func (h *Head) ResolveHash(prev SeriesRef, hash uint64, match func(labels.Labels) bool) (SeriesRef, bool) {
+	st := &h.series[hash%stripes]
+	st.mu.RLock()
+	s := st.byHash[hash]
+	if s != nil && !match(s.lset) {
+		s = nil
+		for _, c := range st.more[hash] {
+			if match(c.lset) {
+				s = c
+				break
+			}
+		}
+	}
+	st.mu.RUnlock()
+	if s == nil {
 		return SeriesRef{}, false
 	}
 	if p := prev.s; p != nil && p != s {
@@ -508,19 +510,6 @@ func predictNext(p *memSeries) *memSeries {
 		return c
 	}
 	return nil
-}
-
-func (h *Head) rememberRaw(hash uint64, s *memSeries) {
-	rs := &h.raw[hash%stripes]
-	rs.mu.RLock()
-	cur := rs.byRef[hash]
-	rs.mu.RUnlock()
-	if cur == s {
-		return
-	}
-	rs.mu.Lock()
-	rs.byRef[hash] = s
-	rs.mu.Unlock()
 }
 
 // seriesByRef returns the series with the given reference, or nil.
@@ -597,9 +586,6 @@ func (h *Head) AppendBatch(_ context.Context, b *Batch) (AppendResult, error) {
 				res.Reject(ErrInvalidLabels, len(bs.Samples), err.Error())
 			} else {
 				cs.order = append(cs.order, i)
-				if bs.RawHash != 0 && replica == "" {
-					h.rememberRaw(bs.RawHash, s)
-				}
 			}
 			for len(cs.replica) < i {
 				cs.replica = append(cs.replica, "")

@@ -575,9 +575,8 @@ func TestHeadSealIdle(t *testing.T) {
 		t.Fatalf("sealed %d rows of an active group", n)
 	}
 	now += 2 * time.Minute.Milliseconds()
-	// The first two rows were complete behind a newer one: sealed already.
-	if n := h.SealIdle(); n != 1 {
-		t.Fatalf("sealed %d rows of an idle group, want 1", n)
+	if n := h.SealIdle(); n != 3 {
+		t.Fatalf("sealed %d rows of an idle group, want 3", n)
 	}
 	compareModels(t, want, readAll(t, h, math.MinInt64, math.MaxInt64))
 	if n := h.counters.unaligned.Load(); n != 0 {
@@ -1000,45 +999,61 @@ func TestCheckpointKeepsAlignment(t *testing.T) {
 
 // A row every aligned member filled is sealed as soon as a newer row exists;
 // a row still missing a member stays open within the window, so a sample a
-// racing shard delivers late joins the shared columns.
+// racing shard delivers late joins the shared columns; and while a member
+// joined within the window, rows wait for the window (more new members of
+// the same scrape may be on their way).
 func TestHeadSealsCompleteRows(t *testing.T) {
 	h := openHead(t, t.TempDir(), nil)
 	defer h.Close()
 	x := series("x", "job", "j", "instance", "i")
 	y := series("y", "job", "j", "instance", "i")
+	z := series("z", "job", "j", "instance", "i")
 	want := model{}
-	app := func(l labels.Labels, ts int64, v float64) {
+	app := func(l labels.Labels, ts int64) {
 		t.Helper()
-		b := Batch{Series: []BatchSeries{{Labels: l, Samples: []Sample{{T: ts, V: v}}}}}
+		b := Batch{Series: []BatchSeries{{Labels: l, Samples: []Sample{{T: ts * 1000, V: float64(ts)}}}}}
 		if res, err := h.AppendBatch(context.Background(), &b); err != nil || res.Err() != nil {
 			t.Fatal(err, res.Err())
 		}
-		want.add(l, ts, v)
+		want.add(l, ts*1000, float64(ts))
 	}
-	openRows := func() (ts []int64) {
+	expectOpen := func(secs ...int64) {
+		t.Helper()
+		var got []int64
 		h.forEachGroup(func(g *group) {
 			g.mu.Lock()
 			for _, r := range g.aligned.open {
-				ts = append(ts, r.t)
+				got = append(got, r.t/1000)
 			}
 			g.mu.Unlock()
 		})
-		return ts
+		if !slices.Equal(got, secs) {
+			t.Fatalf("open rows at %v s, want %v", got, secs)
+		}
 	}
-	app(x, 0, 1)
-	app(y, 0, 2)
-	app(x, 15000, 3)
-	if got := openRows(); !slices.Equal(got, []int64{15000}) {
-		t.Fatalf("open rows %v, want [15000]: the complete row at 0 stays open", got)
+	for ts := int64(0); ts <= 60; ts += 15 {
+		app(x, ts)
+		app(y, ts)
 	}
-	app(x, 30000, 4)
-	if got := openRows(); !slices.Equal(got, []int64{15000, 30000}) {
-		t.Fatalf("open rows %v, want [15000 30000]", got)
-	}
-	app(y, 15000, 5) // the racing shard's sample: completes the row at 15 s
-	if got := openRows(); !slices.Equal(got, []int64{30000}) {
-		t.Fatalf("open rows %v, want [30000]", got)
-	}
+	// x and y joined at 0: within the window (1 minute) of 60, so far
+	// rows are sealed by the window alone.
+	expectOpen(15, 30, 45, 60)
+	app(x, 75)
+	expectOpen(75)
+	app(y, 75)
+	app(x, 90)
+	expectOpen(90)
+	app(x, 105) // y's sample at 90 is late (another shard)
+	expectOpen(90, 105)
+	app(y, 90)
+	expectOpen(105)
+	app(y, 105)
+	app(z, 105) // a new member
+	app(x, 120)
+	app(y, 120)
+	app(z, 120)
+	app(x, 135)
+	expectOpen(105, 120, 135)
 	if n := h.counters.unaligned.Load(); n != 0 {
 		t.Fatalf("%d unaligned members, want 0", n)
 	}

@@ -8,16 +8,16 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 )
 
-// TestResolveRawFollowsOrder: a series resolved after another is found
-// through the first one's successor, without a hash, and not once it left
-// the head.
-func TestResolveRawFollowsOrder(t *testing.T) {
+// TestResolveHashFollowsOrder: a series is found by its labels hash, one
+// resolved after another through the first one's successor, without a hash,
+// and not once it left the head.
+func TestResolveHashFollowsOrder(t *testing.T) {
 	h := newTestHead(t)
 	a := labels.FromStrings("__name__", "a", "job", "j")
 	b := labels.FromStrings("__name__", "b", "job", "j")
 	batch := &Batch{Series: []BatchSeries{
-		{Labels: a, Samples: []Sample{{T: 1000, V: 1}}, RawHash: 11},
-		{Labels: b, Samples: []Sample{{T: 1000, V: 2}}, RawHash: 22},
+		{Labels: a, Samples: []Sample{{T: 1000, V: 1}}},
+		{Labels: b, Samples: []Sample{{T: 1000, V: 2}}},
 	}}
 	if _, err := h.AppendBatch(context.Background(), batch); err != nil {
 		t.Fatal(err)
@@ -25,14 +25,25 @@ func TestResolveRawFollowsOrder(t *testing.T) {
 	is := func(want labels.Labels) func(labels.Labels) bool {
 		return func(l labels.Labels) bool { return labels.Equal(l, want) }
 	}
-	ra, ok := h.ResolveRaw(SeriesRef{}, 11, is(a))
+	ra, ok := h.ResolveHash(SeriesRef{}, a.Hash(), is(a))
 	if !ok {
 		t.Fatal("a not resolved by its hash")
 	}
-	rb, ok := h.ResolveRaw(ra, 22, is(b))
+	rb, ok := h.ResolveHash(ra, b.Hash(), is(b))
 	if !ok || rb.s == nil || !labels.Equal(rb.s.lset, b) {
 		t.Fatal("b not resolved by its hash")
 	}
+	if _, ok := h.ResolveHash(SeriesRef{}, a.Hash(), is(b)); ok {
+		t.Fatal("resolved a hash whose series' labels do not match")
+	}
+	// A series colliding with a's hash is found behind it.
+	c := &memSeries{ref: 99, lset: labels.FromStrings("__name__", "c")}
+	st := &h.series[a.Hash()%stripes]
+	st.add(a.Hash(), c)
+	if r, ok := h.ResolveHash(SeriesRef{}, a.Hash(), is(c.lset)); !ok || r.s != c {
+		t.Fatal("a colliding series not resolved")
+	}
+	st.remove(a.Hash(), c)
 	if ra.s.rawNext.Load() != rb.s {
 		t.Fatal("a does not lead to b")
 	}
