@@ -35,7 +35,7 @@ type Options struct {
 	// OpenWindow is how far behind a group's newest timestamp rows stay open
 	// to collect members arriving in other requests.
 	OpenWindow time.Duration
-	// ChunkRows is the number of rows per compressed chunk.
+	// ChunkRows is the number of rows per compressed chunk (at most 65535).
 	ChunkRows int
 	// BlockRange is the time range of a block; head chunks never cross its
 	// boundaries (multiples of it since the epoch).
@@ -221,6 +221,7 @@ func Open(dir string, opts Options) (*Head, error) {
 	if opts.ChunkRows <= 0 {
 		opts.ChunkRows = def.ChunkRows
 	}
+	opts.ChunkRows = min(opts.ChunkRows, maxChunkRows)
 	if opts.BlockRange <= 0 {
 		opts.BlockRange = def.BlockRange
 	}

@@ -58,6 +58,18 @@ func (tb *table) hasRow(t int64) bool {
 	return false
 }
 
+// maxFreeRows is how many sealed rows a table keeps for reuse: rows open
+// at one time once the group's scrapes are steady (the first minute of a
+// group, or a lagging sender, opens more, which are then dropped).
+const maxFreeRows = 2
+
+// recycle keeps sealed row r for reuse, unless enough rows are kept.
+func (tb *table) recycle(r *row) {
+	if len(tb.free) < maxFreeRows {
+		tb.free = append(tb.free, r)
+	}
+}
+
 // completeBefore returns the time of the newest open row, other than the
 // newest, that holds all full columns; math.MinInt64 if there is none.
 func (tb *table) completeBefore(full int) int64 {
@@ -168,7 +180,7 @@ func (tb *table) sealUpTo(horizon int64, cut chunkCut, onSeal sealer) {
 			tb.chunks = append(tb.chunks, cut.freeze(b))
 			tb.building = nil
 		}
-		tb.free = append(tb.free, r)
+		tb.recycle(r)
 		k++
 	}
 	if k > 0 {
@@ -184,16 +196,19 @@ type chunkBuilder struct {
 	minT, maxT int64
 	rows       int
 	ts         encoding.TSEncoder
-	cols       []colBuilder // by column, held by value: 64 bytes per member
+	cols       []colBuilder // by column, held by value: 48 bytes per member
 	bitmaps    [][]uint64   // presence bitmaps of the columns with gaps
 }
 
 type colBuilder struct {
 	vals  encoding.XOREncoder // no values: the column is absent from this chunk
-	first int32               // first row with a value
-	last  int32               // last row with a value
+	first uint16              // first row with a value (rows per chunk are at most maxChunkRows)
+	last  uint16              // last row with a value
 	bm    int32               // 1 + index of the row presence bitmap; 0 while rows first..last are all present
 }
+
+// maxChunkRows bounds the rows of a head chunk (colBuilder's row fields).
+const maxChunkRows = math.MaxUint16
 
 func (cb *colBuilder) empty() bool { return cb.vals.Count() == 0 }
 
@@ -230,7 +245,7 @@ func (b *chunkBuilder) appendRow(r *row) {
 	}
 	b.maxT = r.t
 	b.ts.Append(r.t)
-	idx := int32(b.rows)
+	idx := uint16(b.rows)
 	b.rows++
 	for w, word := range r.present {
 		for word != 0 {
@@ -315,7 +330,7 @@ type freezeScratch struct {
 // bm to the scratch chunk.
 func (sc *freezeScratch) addCol(cb *colBuilder, bm []uint64) colData {
 	n := cb.vals.Count()
-	cd := colData{kind: colXOR, first: cb.first, n: int32(n)}
+	cd := colData{kind: colXOR, first: int32(cb.first), n: int32(n)}
 	if bm != nil {
 		cd.boff = uint32(len(sc.bits))
 		sc.bits = append(sc.bits, bm...)
@@ -377,7 +392,7 @@ func (b *chunkBuilder) snapshotColTS(c int, ts []byte) *chunk {
 	}
 	n := cb.vals.Count()
 	ch := &chunk{minT: b.minT, maxT: b.maxT, rows: b.rows, ts: ts, data: slices.Clone(cb.vals.Bytes())}
-	cd := colData{kind: colXOR, first: cb.first, n: int32(n), end: uint32(len(ch.data))}
+	cd := colData{kind: colXOR, first: int32(cb.first), n: int32(n), end: uint32(len(ch.data))}
 	if bm := b.bitmap(cb); bm != nil {
 		ch.bits = slices.Clone(bm)
 		cd.bend = uint32(len(bm))

@@ -67,7 +67,7 @@ func (tb *table) dropBefore(mint int64) {
 	}
 	k = 0
 	for k < len(tb.open) && tb.open[k].t < mint {
-		tb.free = append(tb.free, tb.open[k])
+		tb.recycle(tb.open[k])
 		k++
 	}
 	if k > 0 {

@@ -123,7 +123,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.StringVar(&c.groupBy, "group.by", strings.Join(def.GroupBy, ","), "Labels whose values identify a group of series sampled together (a scrape target).")
 	fs.StringVar(&c.senderLabels, "group.sender-labels", strings.Join(def.SenderLabels, ","), "Labels added to the group key when present, so different senders never share a group.")
 	durationVar(fs, &c.openWindow, "head.open-window", def.OpenWindow, "How long behind a group's newest timestamp rows stay open for members arriving in other requests.")
-	fs.IntVar(&c.chunkRows, "head.chunk-rows", def.ChunkRows, "Rows per compressed head chunk.")
+	fs.IntVar(&c.chunkRows, "head.chunk-rows", def.ChunkRows, "Rows per compressed head chunk (at most 65535).")
 	durationVar(fs, &c.maxFutureSkew, "storage.max-future-skew", def.MaxFutureSkew, "Reject samples further than this ahead of the wall clock.")
 	durationVar(fs, &c.oooWindow, "storage.out-of-order-window", def.OutOfOrderWindow, "Per group, accept samples this far behind the group's newest timestamp in any order; 0 refuses out-of-order samples.")
 	durationVar(fs, &c.lateMaxAge, "storage.late-max-age", def.LateMaxAge, "Accept samples for time ranges already flushed to blocks up to this age (written to out-of-order blocks); 0 refuses them as too old.")

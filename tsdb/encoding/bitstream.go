@@ -34,41 +34,49 @@ func (w *bitWriter) reset() {
 }
 
 // writeBit appends a single bit (the lowest bit of bit).
-func (w *bitWriter) writeBit(bit uint64) {
-	if w.free == 0 {
-		w.b = append(w.b, 0)
-		w.free = 8
-	}
-	w.free--
-	w.b[len(w.b)-1] |= byte(bit&1) << w.free
-}
+func (w *bitWriter) writeBit(bit uint64) { w.b, w.free = appendBit(w.b, w.free, bit) }
 
 // writeBits appends the k low bits of v, most significant first; k may be 0..64.
-func (w *bitWriter) writeBits(v uint64, k uint) {
+func (w *bitWriter) writeBits(v uint64, k uint) { w.b, w.free = appendBits(w.b, w.free, v, k) }
+
+// appendBit appends a single bit (the lowest bit of bit) to the stream b,
+// whose last byte has free unused low bits, and returns the stream and its
+// free bits: bitWriter's state passed by value, for encoders that keep it
+// in their own fields.
+func appendBit(b []byte, free uint, bit uint64) ([]byte, uint) {
+	if free == 0 {
+		b = append(b, 0)
+		free = 8
+	}
+	free--
+	b[len(b)-1] |= byte(bit&1) << free
+	return b, free
+}
+
+// appendBits appends the k low bits of v (k may be 0..64), most significant
+// first, as appendBit does one.
+func appendBits(b []byte, free uint, v uint64, k uint) ([]byte, uint) {
 	if k == 0 {
-		return
+		return b, free
 	}
 	v <<= 64 - k // left-align; this also drops bits above k.
-	if w.free > 0 {
-		w.b[len(w.b)-1] |= byte(v >> (64 - w.free))
-		if k <= w.free {
-			w.free -= k
-			return
+	if free > 0 {
+		b[len(b)-1] |= byte(v >> (64 - free))
+		if k <= free {
+			return b, free - k
 		}
-		v <<= w.free
-		k -= w.free
-		w.free = 0
+		v <<= free
+		k -= free
 	}
 	// k is 1..64 and v left-aligned: store all 8 bytes at once (the ones past
 	// the k bits are zero, and those past the new length are scratch).
-	n := len(w.b)
-	if cap(w.b)-n < 8 {
-		w.b = append(w.b, make([]byte, 8)...)[:n]
+	n := len(b)
+	if cap(b)-n < 8 {
+		b = append(b, make([]byte, 8)...)[:n]
 	}
-	binary.BigEndian.PutUint64(w.b[n:n+8], v)
+	binary.BigEndian.PutUint64(b[n:n+8], v)
 	nb := (k + 7) / 8
-	w.b = w.b[:n+int(nb)]
-	w.free = nb*8 - k
+	return b[:n+int(nb)], nb*8 - k
 }
 
 // writeUvarint appends x as an unsigned LEB128 varint, 8 bits per byte.

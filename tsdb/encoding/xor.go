@@ -14,11 +14,13 @@ const (
 )
 
 // XOREncoder appends float64 values with Gorilla XOR encoding; every bit pattern (NaN payloads, ±0, ±Inf) round-trips exactly.
-// It packs into 48 bytes: the head keeps one per series in every chunk being built.
+// It packs into 40 bytes (the bit writer's state is held unpadded here): the
+// head keeps one per series in every chunk being built.
 type XOREncoder struct {
-	w        bitWriter
+	b        []byte // bitWriter.b
 	prev     uint64 // bits of the last value
 	n        int32
+	free     uint8 // bitWriter.free
 	leading  uint8 // leading zeros of the current window, or noWindow
 	trailing uint8 // trailing zeros of the current window
 }
@@ -26,18 +28,29 @@ type XOREncoder struct {
 // Append adds v to the stream.
 func (e *XOREncoder) Append(v float64) {
 	vb := math.Float64bits(v)
-	if e.n == 0 {
-		e.w.writeBits(vb, 64)
-		e.prev, e.leading, e.n = vb, noWindow, 1
-		return
-	}
 	x := vb ^ e.prev
-	e.prev = vb
-	e.n++
-	if x == 0 {
-		e.w.writeBit(0)
+	if x == 0 && e.n > 0 { // a repeat: one 0 bit (unused bits are zero already)
+		if e.free == 0 {
+			e.b = append(e.b, 0)
+			e.free = 8
+		}
+		e.free--
+		e.n++
 		return
 	}
+	b, free := e.b, uint(e.free)
+	if e.n == 0 {
+		b, free = appendBits(b, free, vb, 64)
+		e.leading = noWindow
+	} else {
+		b, free = e.appendXOR(b, free, x)
+	}
+	e.b, e.free, e.prev = b, uint8(free), vb
+	e.n++
+}
+
+// appendXOR appends x, the non-zero XOR of a value with the previous one.
+func (e *XOREncoder) appendXOR(b []byte, free uint, x uint64) ([]byte, uint) {
 	lead := uint8(bits.LeadingZeros64(x))
 	trail := uint8(bits.TrailingZeros64(x))
 	if lead > maxLeading {
@@ -50,26 +63,32 @@ func (e *XOREncoder) Append(v float64) {
 		// decoder follows whatever control bits it reads).
 		wsig := 64 - uint(e.leading) - uint(e.trailing)
 		if reuseOH+wsig <= newWindowOH+sig {
-			e.w.writeBits(0b10, 2)
-			e.w.writeBits(x>>e.trailing, wsig)
-			return
+			if wsig <= 64-reuseOH { // control bits and value in one write
+				return appendBits(b, free, 0b10<<wsig|x>>e.trailing, reuseOH+wsig)
+			}
+			b, free = appendBits(b, free, 0b10, reuseOH)
+			return appendBits(b, free, x>>e.trailing, wsig)
 		}
 	}
 	e.leading, e.trailing = lead, trail
 	// '11', 5 bits leading, 6 bits significant count (64 stored as 0).
-	e.w.writeBits(0b11<<11|uint64(lead)<<6|uint64(sig&63), newWindowOH)
-	e.w.writeBits(x>>trail, sig)
+	ctl := 0b11<<11 | uint64(lead)<<6 | uint64(sig&63)
+	if sig <= 64-newWindowOH {
+		return appendBits(b, free, ctl<<sig|x>>trail, newWindowOH+sig)
+	}
+	b, free = appendBits(b, free, ctl, newWindowOH)
+	return appendBits(b, free, x>>trail, sig)
 }
 
 // Bytes returns the encoded stream; it aliases internal storage and its last byte may change on the next Append.
-func (e *XOREncoder) Bytes() []byte { return e.w.b }
+func (e *XOREncoder) Bytes() []byte { return e.b }
 
 // Count returns the number of appended values.
 func (e *XOREncoder) Count() int { return int(e.n) }
 
 // Reset empties the encoder, keeping the capacity of its buffer.
 func (e *XOREncoder) Reset() {
-	e.w.reset()
+	e.b, e.free = e.b[:0], 0
 	e.n, e.prev, e.leading, e.trailing = 0, 0, noWindow, 0
 }
 

@@ -111,13 +111,16 @@ func TestXORRoundTrip(t *testing.T) {
 	})
 }
 
+// bitLen returns the number of bits written.
+func (e *XOREncoder) bitLen() int { return len(e.b)*8 - int(e.free) }
+
 func TestXORSizes(t *testing.T) {
 	// A constant column costs 64 bits plus one bit per repeat.
 	var e XOREncoder
 	for i := 0; i < 1001; i++ {
 		e.Append(3.25)
 	}
-	if got, want := e.w.bitLen(), 64+1000; got != want {
+	if got, want := e.bitLen(), 64+1000; got != want {
 		t.Errorf("constant: %d bits, want %d", got, want)
 	}
 	// A change in a single bit position: first a new window (2+5+6+1 bits),
@@ -125,20 +128,20 @@ func TestXORSizes(t *testing.T) {
 	e.Reset()
 	e.Append(math.Float64frombits(0))
 	e.Append(math.Float64frombits(1 << 40))
-	if got, want := e.w.bitLen(), 64+14; got != want {
+	if got, want := e.bitLen(), 64+14; got != want {
 		t.Errorf("new window: %d bits, want %d", got, want)
 	}
 	e.Append(math.Float64frombits(0))
-	if got, want := e.w.bitLen(), 64+14+3; got != want {
+	if got, want := e.bitLen(), 64+14+3; got != want {
 		t.Errorf("reused window: %d bits, want %d", got, want)
 	}
 	// A wide window is abandoned for a much narrower one.
 	e.Reset()
 	e.Append(math.Float64frombits(0))
 	e.Append(math.Float64frombits(math.MaxUint64 >> 31)) // window of 33 bits
-	base := e.w.bitLen()
+	base := e.bitLen()
 	e.Append(math.Float64frombits(math.MaxUint64>>31 ^ 1<<32)) // XOR of 1 bit
-	if got, want := e.w.bitLen()-base, 14; got != want {
+	if got, want := e.bitLen()-base, 14; got != want {
 		t.Errorf("narrower window: %d bits, want %d", got, want)
 	}
 }
