@@ -3,6 +3,8 @@ package tsdb
 import (
 	"errors"
 	"math"
+
+	"github.com/prometheus/prometheus/model/labels"
 )
 
 // ErrSeriesGone is returned by AppendBatch, before it changed anything, for
@@ -94,6 +96,7 @@ func (h *Head) GC(idleBefore int64) (groups, series int) {
 		return 0, 0
 	}
 	h.exemplars.forget(removed)
+	unindexed := make(map[uint64]labels.Labels, len(removed))
 	for s := range removed {
 		s.rawNext.Store(nil) // no chain of removed series stays reachable
 		hash := s.lset.Hash()
@@ -102,11 +105,12 @@ func (h *Head) GC(idleBefore int64) (groups, series int) {
 		st.remove(hash, s)
 		st.mu.Unlock()
 		h.refs.delete(s.ref)
-		h.index.remove(s.ref, s.lset)
+		unindexed[s.ref] = s.lset
 		h.counters.series.Add(-1)
 		h.counters.gcSeries.Add(1)
 		series++
 	}
+	h.index.remove(unindexed)
 	return groups, series
 }
 

@@ -12,105 +12,99 @@ import (
 )
 
 // memIndex is the head's inverted index: label name → value → sorted series refs.
-// It is written only when a series is created, never per sample.
+// It is written only when a series is created or removed, never per sample.
 type memIndex struct {
 	mu       sync.RWMutex
-	postings map[string]map[string][]uint64
-	all      []uint64 // every series ref, sorted
+	postings map[string]map[string]*postingList
+	all      postingList // every series ref
 }
 
 func newMemIndex() *memIndex {
-	return &memIndex{postings: map[string]map[string][]uint64{}}
-}
-
-// insertSorted adds ref to a sorted list; refs mostly arrive in increasing order.
-func insertSorted(list []uint64, ref uint64) []uint64 {
-	n := len(list)
-	if n == 0 || list[n-1] < ref {
-		return append(list, ref)
-	}
-	i := sort.Search(n, func(i int) bool { return list[i] >= ref })
-	if i < n && list[i] == ref {
-		return list
-	}
-	return slices.Insert(list, i, ref)
+	return &memIndex{postings: map[string]map[string]*postingList{}}
 }
 
 func (ix *memIndex) add(ref uint64, lset labels.Labels) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	ix.all = insertSorted(ix.all, ref)
+	ix.all.add(ref)
 	lset.Range(func(l labels.Label) {
 		vals := ix.postings[l.Name]
 		if vals == nil {
-			vals = map[string][]uint64{}
+			vals = map[string]*postingList{}
 			ix.postings[l.Name] = vals
 		}
-		vals[l.Value] = insertSorted(vals[l.Value], ref)
+		pl := vals[l.Value]
+		if pl == nil {
+			pl = &postingList{}
+			vals[l.Value] = pl
+		}
+		pl.add(ref)
 	})
 }
 
-// remove drops ref, whose labels are lset, from the index.
-func (ix *memIndex) remove(ref uint64, lset labels.Labels) {
+// remove drops the series in removed (ref → labels) from the index, each
+// list they are in rewritten once.
+func (ix *memIndex) remove(removed map[uint64]labels.Labels) {
+	if len(removed) == 0 {
+		return
+	}
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	ix.all = removeSorted(ix.all, ref)
-	lset.Range(func(l labels.Label) {
-		vals := ix.postings[l.Name]
-		if vals == nil {
-			return
-		}
-		if list := removeSorted(vals[l.Value], ref); len(list) > 0 {
-			vals[l.Value] = list
-		} else {
-			delete(vals, l.Value)
-			if len(vals) == 0 {
-				delete(ix.postings, l.Name)
-			}
-		}
-	})
-}
-
-// removeSorted removes ref from a sorted list, in place: lists handed to
-// queriers are copies or were cut before (postingsFor returns new slices).
-func removeSorted(list []uint64, ref uint64) []uint64 {
-	i, ok := slices.BinarySearch(list, ref)
-	if !ok {
-		return list
+	drop := func(ref uint64) bool { _, ok := removed[ref]; return ok }
+	ix.all.removeIf(drop)
+	type pair struct{ name, value string }
+	lists := map[pair]bool{}
+	for _, lset := range removed {
+		lset.Range(func(l labels.Label) { lists[pair{l.Name, l.Value}] = true })
 	}
-	return slices.Delete(list, i, i+1)
+	for p := range lists {
+		vals := ix.postings[p.name]
+		pl := vals[p.value]
+		if pl == nil {
+			continue
+		}
+		if pl.removeIf(drop); pl.n > 0 {
+			continue
+		}
+		delete(vals, p.value)
+		if len(vals) == 0 {
+			delete(ix.postings, p.name)
+		}
+	}
 }
 
 // numSeries returns the number of indexed series.
 func (ix *memIndex) numSeries() int {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	return len(ix.all)
+	return ix.all.n
 }
 
-// valuesMatching returns the union of postings of name's values accepted by m.
+// valuesMatching returns the union of postings of name's values accepted by
+// m, a new slice.
 func (ix *memIndex) valuesMatching(m *labels.Matcher, accept bool) []uint64 {
 	vals := ix.postings[m.Name]
 	if len(vals) == 0 {
 		return nil
 	}
-	var lists [][]uint64
 	if accept && m.Type == labels.MatchEqual {
-		return vals[m.Value]
-	}
-	if accept && m.Type == labels.MatchRegexp {
-		if set := m.SetMatches(); len(set) > 0 {
-			for _, v := range set {
-				if l := vals[v]; len(l) > 0 {
-					lists = append(lists, l)
-				}
-			}
-			return mergeLists(lists)
+		if pl := vals[m.Value]; pl != nil {
+			return pl.appendTo(nil)
 		}
+		return nil
 	}
-	for v, l := range vals {
-		if m.Matches(v) == accept {
-			lists = append(lists, l)
+	var lists []*postingList
+	if set := m.SetMatches(); accept && m.Type == labels.MatchRegexp && len(set) > 0 {
+		for _, v := range set {
+			if pl := vals[v]; pl != nil {
+				lists = append(lists, pl)
+			}
+		}
+	} else {
+		for v, pl := range vals {
+			if m.Matches(v) == accept {
+				lists = append(lists, pl)
+			}
 		}
 	}
 	return mergeLists(lists)
@@ -134,14 +128,14 @@ func (ix *memIndex) postingsFor(ms ...*labels.Matcher) []uint64 {
 		if !have {
 			result, have = l, true
 		} else {
-			result = sorted.Intersect(make([]uint64, 0, min(len(result), len(l))), result, l)
+			result = sorted.Intersect(result[:0], result, l) // in place: result is ours
 		}
 		if len(result) == 0 {
 			return nil
 		}
 	}
 	if !have {
-		result = ix.all
+		result = ix.all.appendTo(nil)
 	}
 	for _, m := range ms {
 		if !m.Matches("") {
@@ -153,7 +147,7 @@ func (ix *memIndex) postingsFor(ms ...*labels.Matcher) []uint64 {
 			return nil
 		}
 	}
-	return slices.Clone(result)
+	return result
 }
 
 // labelNames returns all label names, sorted.
@@ -203,12 +197,12 @@ func (ix *memIndex) stats(label string, limit int) *index.PostingsStats {
 	numPairs := 0
 	for name, vals := range ix.postings {
 		var size uint64
-		for v, l := range vals {
+		for v, pl := range vals {
 			numPairs++
-			size += uint64(len(v)) * uint64(len(l))
-			pairs = append(pairs, index.Stat{Name: name + "=" + v, Count: uint64(len(l))})
+			size += uint64(len(v)) * uint64(pl.n)
+			pairs = append(pairs, index.Stat{Name: name + "=" + v, Count: uint64(pl.n)})
 			if name == label {
-				metrics = append(metrics, index.Stat{Name: v, Count: uint64(len(l))})
+				metrics = append(metrics, index.Stat{Name: v, Count: uint64(pl.n)})
 			}
 		}
 		labelsCard = append(labelsCard, index.Stat{Name: name, Count: uint64(len(vals))})
@@ -241,22 +235,22 @@ func subtract(a, b []uint64) []uint64 {
 	return out
 }
 
-// mergeLists returns the sorted union of sorted lists.
-func mergeLists(lists [][]uint64) []uint64 {
-	switch len(lists) {
-	case 0:
-		return nil
-	case 1:
-		return lists[0]
-	}
+// mergeLists returns the sorted union of posting lists, a new slice.
+func mergeLists(lists []*postingList) []uint64 {
 	n := 0
-	for _, l := range lists {
-		n += len(l)
+	for _, pl := range lists {
+		n += pl.n
+	}
+	if n == 0 {
+		return nil
 	}
 	out := make([]uint64, 0, n)
-	for _, l := range lists {
-		out = append(out, l...)
+	for _, pl := range lists {
+		out = pl.appendTo(out)
 	}
-	slices.Sort(out)
-	return slices.Compact(out)
+	if len(lists) > 1 {
+		slices.Sort(out)
+		out = slices.Compact(out)
+	}
+	return out
 }
