@@ -269,7 +269,7 @@ func (h *Head) dropLate(ls []lateSeries) {
 			if len(keep) == 0 {
 				x.late = nil
 			}
-			if x.late == nil && x.own == nil {
+			if x.unused() {
 				l.s.x = nil
 			}
 		}

@@ -19,13 +19,12 @@ import (
 const soloRowsToUnalign = 3
 
 // memSeries is one series of the head: a member (column) of a group.
-// Fields are ordered so the struct packs into 96 bytes; what few series need
-// (an own table, late samples) is behind one pointer.
+// Fields are ordered so the struct packs into 80 bytes; what few series need
+// (an own table, late samples, alignment state) is behind one pointer.
 type memSeries struct {
 	ref  uint64
 	lset labels.Labels
 	g    *group
-	col  int // column in g.aligned
 
 	// rawNext is the series that followed this one in the last write batch
 	// (Head.ResolveHash, Head.AppendBatch): senders repeat their order, so it
@@ -38,15 +37,8 @@ type memSeries struct {
 	lastT int64
 	lastV float64
 
+	col   int32         // column in g.aligned; guarded by g.mu
 	flags atomic.Uint32 // seriesLogged, seriesRemoved
-
-	// missed counts consecutive sealed rows without the member (staleness
-	// inference); -1 once a marker was written. Guarded by g.mu.
-	missed   int32
-	matchRun int16 // consecutive unaligned samples that matched an open group row
-	solo     int16 // consecutive solo rows (group.onSeal)
-
-	unaligned bool // new samples go to own; guarded by g.mu
 }
 
 // seriesExtra is the part of a series that most never need; guarded by g.mu.
@@ -55,8 +47,20 @@ type seriesExtra struct {
 	// late holds samples accepted out of order that could not join an open
 	// row (older than the open window or the head, or logged to the WAL in
 	// another order than applied). Sorted; merged into every read.
-	late []Sample
+	late      []Sample
+	matchRun  int16 // consecutive unaligned samples that matched an open group row
+	solo      int16 // consecutive solo rows (group.onSeal)
+	unaligned bool  // new samples go to own
 }
+
+// unused reports whether x holds nothing, so the series may drop it.
+func (x *seriesExtra) unused() bool {
+	return x.own == nil && len(x.late) == 0 && x.matchRun == 0 && x.solo == 0 && !x.unaligned
+}
+
+// unaligned reports whether s's new samples go to its own table; called
+// with g.mu held.
+func (s *memSeries) unaligned() bool { return s.x != nil && s.x.unaligned }
 
 const (
 	// seriesLogged: the series record is in the WAL.
@@ -103,11 +107,14 @@ type group struct {
 	aligned    *table
 	members    []*memSeries
 	nUnaligned int
-	free       []int // columns of removed members (nil in members), reused first
-	lastAppend int64 // wall clock (ms) of the last batch that touched the group
-	maxT       int64 // newest timestamp any member wrote; the out-of-order window trails it
-	joinedT    int64 // timestamp of the newest member's first sample
-	inferStale int   // rows a member may miss before it is marked stale; 0 = off
+	free       []int32 // columns of removed members (nil in members), reused first
+	lastAppend int64   // wall clock (ms) of the last batch that touched the group
+	maxT       int64   // newest timestamp any member wrote; the out-of-order window trails it
+	joinedT    int64   // timestamp of the newest member's first sample
+	inferStale int     // rows a member may miss before it is marked stale; 0 = off
+	// missed counts, by column, consecutive sealed rows without the member
+	// (staleness inference, made when on); -1 once a marker was written.
+	missed []int32
 
 	// HA pair deduplication: the replica whose samples the group takes, when
 	// it was last seen (wall clock, ms), and after a failover the newest
@@ -130,9 +137,12 @@ func (g *group) addMember(s *memSeries) {
 		s.col = g.free[n-1]
 		g.free = g.free[:n-1]
 		g.members[s.col] = s
+		if int(s.col) < len(g.missed) {
+			g.missed[s.col] = 0
+		}
 		return
 	}
-	s.col = len(g.members)
+	s.col = int32(len(g.members))
 	g.members = append(g.members, s)
 	g.aligned.ncols = len(g.members)
 }
@@ -143,7 +153,7 @@ func (g *group) removeMember(s *memSeries, stats *headCounters) {
 	s.flags.Or(seriesRemoved)
 	g.members[s.col] = nil
 	g.free = append(g.free, s.col)
-	if s.unaligned {
+	if s.unaligned() {
 		g.nUnaligned--
 		stats.unaligned.Add(-1)
 	}
@@ -184,10 +194,10 @@ func (g *group) append(s *memSeries, t int64, v float64, o appendOpts, stats *he
 		// its newest timestamp: kept aside, merged when read and flushed.
 		if o.ooo > 0 && t >= g.maxT-o.ooo {
 			stats.late.Add(1)
-			if !s.unaligned && t > g.aligned.sealedMaxT {
+			if !s.unaligned() && t > g.aligned.sealedMaxT {
 				// Its row is still open: the common case stays an append.
 				r, _ := g.aligned.rowFor(t)
-				g.aligned.set(r, s.col, v)
+				g.aligned.set(r, int(s.col), v)
 				if t < s.minT {
 					s.minT = t
 				}
@@ -204,21 +214,21 @@ func (g *group) append(s *memSeries, t int64, v float64, o appendOpts, stats *he
 	if s.lastT == math.MinInt64 && t > g.joinedT {
 		g.joinedT = t
 	}
-	if s.unaligned {
+	if x := s.x; x != nil && x.unaligned {
 		// A lagging member that caught up lands on its group's open rows
 		// again: after a few in a row it rejoins the shared columns.
 		if t > g.aligned.sealedMaxT && g.aligned.hasRow(t) {
-			s.matchRun++
+			x.matchRun++
 		} else {
-			s.matchRun = 0
+			x.matchRun = 0
 		}
-		if s.matchRun >= realignAfter {
-			s.unaligned, s.matchRun, s.solo = false, 0, 0
+		if x.matchRun >= realignAfter {
+			x.unaligned, x.matchRun, x.solo = false, 0, 0
 			g.nUnaligned--
 			stats.unaligned.Add(-1)
 		}
 	}
-	if !s.unaligned && t <= g.aligned.sealedMaxT {
+	if !s.unaligned() && t <= g.aligned.sealedMaxT {
 		// The member lags behind its group's sealed rows (a slow shard, a late
 		// joiner, a different schedule): store it on its own for now.
 		g.unalign(s, stats)
@@ -227,19 +237,19 @@ func (g *group) append(s *memSeries, t int64, v float64, o appendOpts, stats *he
 		s.minT = t
 	}
 	s.lastT, s.lastV = t, v
-	if s.unaligned {
-		r, _ := s.own().rowFor(t)
-		s.own().set(r, 0, v)
+	if x := s.x; x != nil && x.unaligned {
+		r, _ := x.own.rowFor(t)
+		x.own.set(r, 0, v)
 		// A lone member's samples arrive in order: encode at once.
-		s.own().sealUpTo(t, cut, nil)
+		x.own.sealUpTo(t, cut, nil)
 		return nil
 	}
 	tb := g.aligned
 	r, created := tb.rowFor(t)
-	if !created {
-		s.solo = 0
+	if x := s.x; !created && x != nil {
+		x.solo = 0
 	}
-	tb.set(r, s.col, v)
+	tb.set(r, int(s.col), v)
 	// Rows are sealed once they fall out of the open window, or earlier once
 	// complete behind a newer row: every aligned member has a value there,
 	// so only its own out-of-order samples could still land at or before it.
@@ -259,13 +269,14 @@ func (g *group) append(s *memSeries, t int64, v float64, o appendOpts, stats *he
 
 // unalign sends member s's next samples to a table of its own.
 func (g *group) unalign(s *memSeries, stats *headCounters) {
-	if s.unaligned {
+	x := s.extra()
+	if x.unaligned {
 		return
 	}
-	if x := s.extra(); x.own == nil {
+	if x.own == nil {
 		x.own = newTable(1)
 	}
-	s.unaligned, s.matchRun = true, 0
+	x.unaligned, x.matchRun = true, 0
 	g.nUnaligned++
 	stats.unaligned.Add(1)
 }
@@ -296,10 +307,11 @@ func (g *group) onSeal(r *row, prevHas func(int) bool, stats *headCounters) {
 	if s == nil {
 		return
 	}
-	s.solo++
-	if s.solo >= soloRowsToUnalign {
+	x := s.extra()
+	x.solo++
+	if x.solo >= soloRowsToUnalign {
 		g.unalign(s, stats)
-		s.matchRun = -soloRowsToUnalign // a member on its own schedule: be slower to realign
+		x.matchRun = -soloRowsToUnalign // a member on its own schedule: be slower to realign
 	}
 }
 
@@ -308,19 +320,22 @@ func (g *group) onSeal(r *row, prevHas func(int) bool, stats *headCounters) {
 // that the group did fill (the target was scraped) gets a staleness marker
 // in the last of them. Called with g.mu held, before r is encoded.
 func (g *group) inferStaleness(r *row, stats *headCounters) {
+	if n := len(g.members); len(g.missed) < n {
+		g.missed = append(g.missed, make([]int32, n-len(g.missed))...)
+	}
 	for c, s := range g.members {
-		if s == nil || s.unaligned || s.lastT == math.MinInt64 || s.missed < 0 && !r.has(c) {
+		if s == nil || s.unaligned() || s.lastT == math.MinInt64 || g.missed[c] < 0 && !r.has(c) {
 			continue
 		}
 		if r.has(c) || s.lastT >= r.t {
-			s.missed = 0
+			g.missed[c] = 0
 			continue
 		}
-		s.missed++
-		if int(s.missed) < g.inferStale {
+		g.missed[c]++
+		if int(g.missed[c]) < g.inferStale {
 			continue
 		}
-		s.missed = -1 // marked: until it is seen again
+		g.missed[c] = -1 // marked: until it is seen again
 		if value.IsStaleNaN(s.lastV) {
 			continue // the sender marked it itself
 		}
@@ -341,7 +356,7 @@ func (g *group) lookup(s *memSeries, t int64) (float64, bool) {
 	for _, tc := range [2]struct {
 		tb  *table
 		col int
-	}{{g.aligned, s.col}, {s.own(), 0}} {
+	}{{g.aligned, int(s.col)}, {s.own(), 0}} {
 		if tc.tb == nil {
 			continue
 		}
@@ -387,7 +402,7 @@ func (g *group) snapshotShared(s *memSeries, mint, maxt int64, sc *snapCache) *s
 	if newest < mint || s.minT > maxt {
 		return d
 	}
-	d.parts = d.add(d.parts, g.aligned, s.col)
+	d.parts = d.add(d.parts, g.aligned, int(s.col))
 	if s.own() != nil {
 		d.own = d.add(d.own, s.own(), 0)
 	}
