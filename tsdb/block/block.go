@@ -22,9 +22,10 @@ const (
 // FormatVersion is the version written to meta.json and to each binary file.
 // Version 2 added integer and derived column stats (stat mask bits 4 and 5)
 // and order-0 decimal streams; version 3 added stepped decimal residuals
-// (bit 7 of the order byte). Older blocks are read as they are, and a tandem
-// that knows an older version refuses newer blocks.
-const FormatVersion = 3
+// (bit 7 of the order byte); version 4 Rice-coded decimal residuals (bit 6).
+// Older blocks are read as they are, and a tandem that knows an older
+// version refuses newer blocks.
+const FormatVersion = 4
 
 // minFormatVersion is the oldest version this code reads.
 const minFormatVersion = 1

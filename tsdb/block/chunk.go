@@ -227,7 +227,7 @@ func (e *chunkEncoder) encodeColumn(dst []byte, ts []int64, c colInput) []byte {
 			e.ms = make([]int64, n)
 		}
 		if k, ok := encoding.DecimalScale(c.vals, e.maxScale, e.ms[:n]); ok {
-			e.dec = encoding.AppendDecimal(e.dec[:0], e.ms[:n], k)
+			e.dec = encoding.AppendDecimalRice(e.dec[:0], e.ms[:n], k)
 			if len(e.dec) < len(best) {
 				best, enc = e.dec, encDecimal
 			}

@@ -2,6 +2,7 @@ package block
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -132,16 +133,22 @@ func v2Groups() []Group {
 	return []Group{g1, g2}
 }
 
-// TestReadsVersion2: a block written by version 2 of the format (symbol
-// references by offset, unstepped decimals) reads exactly as the same data
-// written now.
-func TestReadsVersion2(t *testing.T) {
-	old, err := Open("testdata/v2/01M8Q5KW51HZ9576PREYA3YHPG")
+// TestReadsOlderVersions: blocks written by versions 2 (symbol references by
+// offset, unstepped decimals) and 3 (fixed-width decimal residuals) of the
+// format read exactly as the same data written now.
+func TestReadsOlderVersions(t *testing.T) {
+	for v, dir := range map[int]string{2: "testdata/v2/01M8Q5KW51HZ9576PREYA3YHPG", 3: "testdata/v3/01M8QBJEA45RGYAT87JCP519P6"} {
+		t.Run(fmt.Sprint("v", v), func(t *testing.T) { testReadsOlder(t, dir, v) })
+	}
+}
+
+func testReadsOlder(t *testing.T, dir string, version int) {
+	old, err := Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer old.Close()
-	if v := old.Meta().Version; v != 2 {
+	if v := old.Meta().Version; v != version {
 		t.Fatalf("testdata block version %d", v)
 	}
 	root := t.TempDir()

@@ -3,6 +3,7 @@ package encoding
 import (
 	"encoding/binary"
 	"errors"
+	"math/bits"
 )
 
 // ErrTruncated reports that encoded data ended before the requested number of values was decoded.
@@ -151,6 +152,34 @@ func (r *bitReader) readBits(k uint) (v uint64, ok bool) {
 	}
 	r.n -= k
 	return (r.buf >> r.n) & lowMask(k), true
+}
+
+// readUnary reads a run of one bits ended by a zero bit, or limit ones with
+// no zero after them, and returns the number of ones; ok is false if the
+// data ends first.
+func (r *bitReader) readUnary(limit uint) (uint, bool) {
+	q := uint(0)
+	for {
+		if r.n == 0 {
+			r.fill()
+			if r.n == 0 {
+				return 0, false
+			}
+		}
+		// The ones at the top of the n valid bits (at most n: the bits
+		// shifted in below them become ones when inverted).
+		ones := uint(bits.LeadingZeros64(^(r.buf << (64 - r.n))))
+		if q+ones >= limit {
+			r.n -= limit - q
+			return limit, true
+		}
+		if ones < r.n {
+			r.n -= ones + 1 // the ones and their zero
+			return q + ones, true
+		}
+		q += ones
+		r.n = 0
+	}
 }
 
 // readBitsSlow handles a read that straddles a full buffer (k > 56) or the end of the data.

@@ -148,6 +148,7 @@ func FuzzDecimal(f *testing.F) {
 	f.Add([]byte{2, 1, 4, 0, 3, 0xff, 0x10}, 3)
 	f.Add(AppendDecimal(nil, []int64{5, 7, 12, -3}, 2), 4)
 	f.Add(AppendDecimal(nil, []int64{4096, 8192, 4096 * 7, 0}, 0), 4) // stepped
+	f.Add(AppendDecimalRice(nil, []int64{9, 10, 11, 10, 9, 10, 11, 12, 10, 300, 10, 9}, 0), 12)
 	f.Fuzz(func(t *testing.T, b []byte, n int) {
 		var d DecimalDecoder
 		d.Reset(b, n%1000)
@@ -175,48 +176,155 @@ func FuzzDecimalRoundTrip(f *testing.F) {
 			ms[i] = m
 		}
 		scale := int(k % (MaxDecimalScale + 1))
-		enc := AppendDecimal(nil, ms, scale)
-		var d DecimalDecoder
-		d.Reset(enc, len(ms))
-		for i, want := range ms {
-			if !d.Next() {
-				t.Fatalf("value %d of %d: %v", i, len(ms), d.Err())
+		for _, enc := range [][]byte{AppendDecimal(nil, ms, scale), AppendDecimalRice(nil, ms, scale)} {
+			var d DecimalDecoder
+			d.Reset(enc, len(ms))
+			for i, want := range ms {
+				if !d.Next() {
+					t.Fatalf("value %d of %d: %v", i, len(ms), d.Err())
+				}
+				if d.m != want {
+					t.Fatalf("value %d: mantissa %d, want %d", i, d.m, want)
+				}
 			}
-			if d.m != want {
-				t.Fatalf("value %d: mantissa %d, want %d", i, d.m, want)
+			if d.Next() {
+				t.Fatal("extra value")
 			}
-		}
-		if d.Next() {
-			t.Fatal("extra value")
+			checkAppendNext(t, enc, ms, scale)
 		}
 	})
 }
 
 func BenchmarkDecimalDecode(b *testing.B) {
-	vals := make([]int64, 240)
-	for i := range vals {
-		vals[i] = int64(i*1500 + i%7)
+	rng := rand.New(rand.NewPCG(3, 4))
+	counter := make([]int64, 720) // a counter with a noisy rate: Rice-coded
+	for i := 1; i < len(counter); i++ {
+		counter[i] = counter[i-1] + 1500 + int64(rng.NormFloat64()*100)
 	}
-	enc := AppendDecimal(nil, vals, 2)
+	for _, c := range []struct {
+		name string
+		enc  []byte
+		n    int
+	}{
+		{"fixed", AppendDecimal(nil, counter, 2), len(counter)},
+		{"rice", AppendDecimalRice(nil, counter, 2), len(counter)},
+	} {
+		var d DecimalDecoder
+		b.Run(c.name+"/next", func(b *testing.B) {
+			b.ReportAllocs()
+			sum := 0.0
+			for b.Loop() {
+				d.Reset(c.enc, c.n)
+				for d.Next() {
+					sum += d.At()
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*c.n), "ns/sample")
+			b.ReportMetric(float64(len(c.enc))/float64(c.n), "bytes/sample")
+		})
+		b.Run(c.name+"/append", func(b *testing.B) {
+			b.ReportAllocs()
+			dst := make([]float64, 0, c.n)
+			for b.Loop() {
+				d.Reset(c.enc, c.n)
+				dst = d.AppendNext(dst[:0], 0, c.n)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*c.n), "ns/sample")
+		})
+	}
+}
+
+// checkAppendNext decodes enc with AppendNext in uneven slices (skipping
+// some values) and checks every value against ms at scale k.
+func checkAppendNext(t *testing.T, enc []byte, ms []int64, k int) {
+	t.Helper()
 	var d DecimalDecoder
-	b.Run("next", func(b *testing.B) {
-		b.ReportAllocs()
-		sum := 0.0
-		for b.Loop() {
-			d.Reset(enc, len(vals))
-			for d.Next() {
-				sum += d.At()
+	d.Reset(enc, len(ms))
+	var got []float64
+	for i, take := 0, 1; i < len(ms); take = take%7 + 1 {
+		skip := 0
+		if take == 3 {
+			skip = 2
+		}
+		before := len(got)
+		got = d.AppendNext(got, skip, take)
+		for j := before; j < len(got); j++ {
+			want := float64(ms[i+skip+j-before]) / pow10[k]
+			if math.Float64bits(got[j]) != math.Float64bits(want) {
+				t.Fatalf("AppendNext value %d: %v, want %v", i+skip+j-before, got[j], want)
 			}
 		}
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(vals)), "ns/sample")
-	})
-	b.Run("append", func(b *testing.B) {
-		b.ReportAllocs()
-		dst := make([]float64, 0, len(vals))
-		for b.Loop() {
-			d.Reset(enc, len(vals))
-			dst = d.AppendNext(dst[:0], 0, len(vals))
+		i += skip + take
+		if d.Err() != nil {
+			t.Fatal(d.Err())
 		}
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(vals)), "ns/sample")
-	})
+	}
+}
+
+// TestDecimalRice: residuals that are noise around a level or a rate are
+// Rice-coded around their median (smaller than fixed-width fields), with
+// steps, rare outliers (escapes) and distances that wrap int64, and decode
+// exactly with Next and AppendNext.
+func TestDecimalRice(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	noise := func(n int, level, sigma float64, step int64, outliers bool) []int64 {
+		ms := make([]int64, n)
+		for i := range ms {
+			ms[i] = int64(level+rng.NormFloat64()*sigma) * step
+			if outliers && i%97 == 13 {
+				ms[i] = math.MaxInt64 / step * step
+			}
+		}
+		return ms
+	}
+	counter := func(n int, rate, sigma float64) []int64 {
+		ms := make([]int64, n)
+		m := int64(1e12)
+		for i := range ms {
+			m += int64(rate + rng.NormFloat64()*sigma)
+			ms[i] = m
+		}
+		return ms
+	}
+	wrapping := []int64{math.MinInt64, 0, math.MaxInt64, -5, 7, math.MinInt64 + 1, 3, 1, 2, 3, 4, 5}
+	for _, c := range []struct {
+		name string
+		ms   []int64
+		rice bool
+	}{
+		{"gauge", noise(720, 5000, 300, 1, false), true},
+		{"gauge-pages", noise(720, 1e6, 50, 4096, false), true},
+		{"gauge-outliers", noise(720, 5000, 300, 3, true), true},
+		{"counter", counter(720, 1e6, 2e4), true},
+		{"wrapping", wrapping, true}, // distances of 2^63 and more
+		{"short", noise(5, 5000, 300, 1, false), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			enc := AppendDecimalRice(nil, c.ms, 2)
+			if rice := enc[1]&orderRice != 0; rice != c.rice {
+				t.Fatalf("rice %v, want %v", rice, c.rice)
+			}
+			var d DecimalDecoder
+			d.Reset(enc, len(c.ms))
+			for i, want := range c.ms {
+				if !d.Next() || d.m != want {
+					t.Fatalf("value %d: %d (%v), want %d", i, d.m, d.Err(), want)
+				}
+			}
+			checkAppendNext(t, enc, c.ms, 2)
+			// Every field in fixed width would be larger.
+			if c.rice && c.name != "wrapping" {
+				_, width := residualRange(c.ms, int(enc[1]&3))
+				if fixed := int(width) * (len(c.ms) - int(enc[1]&3)) / 8; len(enc) >= fixed {
+					t.Fatalf("%d bytes Rice-coded, fixed width about %d", len(enc), fixed)
+				}
+			}
+		})
+	}
+	// Rice-coded fields on random noise of every width decode exactly.
+	for w := 3; w <= 62; w++ {
+		ms := noise(300, 0, math.Ldexp(1, w-3), 1, false)
+		enc := AppendDecimalRice(nil, ms, 0)
+		checkAppendNext(t, enc, ms, 0)
+	}
 }
