@@ -40,13 +40,18 @@ func TestPostingList(t *testing.T) {
 				next += 1 << (20 + rng.Intn(40)) // long gaps
 			}
 			r = next
-		case k < 9 && next > 0: // older, maybe already present
-			r = 1 + uint64(rng.Int63n(int64(next)))
+		case k < 9 && next > 0: // older
+			if r = 1 + uint64(rng.Int63n(int64(next))); want[r] {
+				continue
+			}
 		default:
 			continue
 		}
 		pl.add(r)
 		want[r] = true
+		if i%100 == 0 {
+			check("adds")
+		}
 	}
 	check("adds")
 	pl.removeIf(func(r uint64) bool { return r%3 == 0 })
@@ -65,6 +70,32 @@ func TestPostingList(t *testing.T) {
 	pl.add(5)
 	want[5] = true
 	check("add to emptied")
+}
+
+// TestPostingListGroupOrder: a list built in the order a checkpoint replays
+// series (group by group, groups in any order) holds them all, sorted, and
+// merges the older references in batches, not one rewrite each.
+func TestPostingListGroupOrder(t *testing.T) {
+	const groups, members = 200, 50
+	order := rand.New(rand.NewSource(2)).Perm(groups)
+	var pl postingList
+	rewrites := 0
+	for _, g := range order {
+		for m := 1; m <= members; m++ {
+			before := len(pl.pending)
+			pl.add(uint64(g*members + m))
+			if before > 0 && len(pl.pending) == 0 {
+				rewrites++
+			}
+		}
+	}
+	got := pl.appendTo(nil)
+	if len(got) != groups*members || pl.n != len(got) || !slices.IsSorted(got) || got[0] != 1 || got[len(got)-1] != groups*members {
+		t.Fatalf("%d refs (n %d), sorted %v", len(got), pl.n, slices.IsSorted(got))
+	}
+	if rewrites > 100 {
+		t.Fatalf("%d rewrites of the list for %d adds", rewrites, groups*members)
+	}
 }
 
 // TestMemIndexRemove: removing series rewrites every list they are in; lists
