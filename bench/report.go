@@ -81,7 +81,7 @@ func (r *Report) EvaluateTargets() {
 		x = t.BytesPerSample / p.BytesPerSample
 		add("bytes/sample ÷ Prometheus", x, "≤ 0.3", x <= 0.3)
 		x = t.HeapPerSeries / p.HeapPerSeries
-		add("live heap per series after ingest ÷ Prometheus", x, "≤ 0.3", x <= 0.3)
+		add("heap in use per series after ingest ÷ Prometheus", x, "≤ 0.3", x <= 0.3)
 		x = t.QueryMedianSum / p.QueryMedianSum
 		add("sum of query medians ÷ Prometheus", x, "≤ 0.25", x <= 0.25)
 		for _, e := range r.Equality {
@@ -123,7 +123,7 @@ func (r *Report) Markdown(w io.Writer) {
 	row("ingest wall time (s)", func(p PeerResult) string { return fmt.Sprintf("%.1f", p.IngestSeconds) })
 	row("server CPU per sample (ns)", func(p PeerResult) string { return fmt.Sprintf("%.0f", p.CPUNsPerSample) })
 	row("peak RSS after ingest (MiB)", func(p PeerResult) string { return fmt.Sprintf("%.0f", float64(p.PeakRSSBytes)/(1<<20)) })
-	row("Go heap in use after ingest (idle, after a GC), bytes/series", func(p PeerResult) string { return fmt.Sprintf("%.0f", p.HeapPerSeries) })
+	row("Go heap in use after ingest (idle, after two GCs), bytes/series", func(p PeerResult) string { return fmt.Sprintf("%.0f", p.HeapPerSeries) })
 	row("bytes on disk per sample", func(p PeerResult) string { return fmt.Sprintf("%.3f", p.BytesPerSample) })
 	row("bytes on disk (MB)", func(p PeerResult) string { return fmt.Sprintf("%.1f", float64(p.DiskBytes)/1e6) })
 	row("retried requests", func(p PeerResult) string { return fmt.Sprintf("%d", p.Retries) })

@@ -466,6 +466,7 @@ func (d *DecimalDecoder) AppendNext(dst []float64, skip, k int) []float64 {
 	}
 	dst = slices.Grow(dst, k)
 	r, m, dd, base, step, width, p := d.r, d.m, d.d, uint64(d.base), d.step, d.width, d.p
+	integers := p == 1 // float64(m)/1 is float64(m): no division
 	done := 0
 	for ; done < skip+k; done++ {
 		var f uint64
@@ -504,7 +505,11 @@ func (d *DecimalDecoder) AppendNext(dst []float64, skip, k int) []float64 {
 			m += dd
 		}
 		if done >= skip {
-			dst = append(dst, float64(m)/p)
+			v := float64(m)
+			if !integers {
+				v /= p // the decoder's one exact conversion
+			}
+			dst = append(dst, v)
 		}
 	}
 	d.r, d.m, d.d = r, m, dd
