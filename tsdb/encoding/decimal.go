@@ -406,23 +406,12 @@ func (d *DecimalDecoder) residual() (int64, bool) {
 		f, ok := d.r.readBits(d.width)
 		return int64(uint64(d.base) + f*d.step), ok
 	}
-	return readRice(&d.r, d.width, uint64(d.base), d.step)
+	return riceNext(&d.r, d.width, uint64(d.base), d.step)
 }
 
-// readRice reads a Rice-coded field with parameter k and returns the
-// residual center + zigzag-decoded field × step.
+// readRice reads a Rice-coded field with parameter k bit by bit (escapes,
+// fields across a buffer fill) into center + distance × step.
 func readRice(r *bitReader, k uint, center, step uint64) (int64, bool) {
-	// Most fields are a few bits and in the buffer: read them at once.
-	ones := uint(bits.LeadingZeros64(^(r.buf << (64 - r.n))))
-	if ones >= r.n || ones+1+k > r.n {
-		r.fill()
-		ones = uint(bits.LeadingZeros64(^(r.buf << (64 - r.n))))
-	}
-	if ones < riceEscape && ones+1+k <= r.n {
-		r.n -= ones + 1 + k
-		zz := uint64(ones)<<k | (r.buf>>r.n)&lowMask(k)
-		return int64(center + uint64(int64(zz>>1)^-int64(zz&1))*step), true
-	}
 	q, ok := r.readUnary(riceEscape)
 	if !ok {
 		return 0, false
@@ -435,8 +424,40 @@ func readRice(r *bitReader, k uint, center, step uint64) (int64, bool) {
 		lo, ok = r.readBits(k)
 		zz = uint64(q)<<k | lo
 	}
-	d := uint64(int64(zz>>1) ^ -int64(zz&1))
-	return int64(center + d*step), ok
+	return unRice(zz, center, step), ok
+}
+
+// riceFast decodes the Rice-coded field at the top of the n valid bits of
+// buf when it is whole there, as most are (a few bits): the zig-zagged
+// distance and the bits it took. ok is false for the others (an escape, a
+// field past the buffer), which the caller reads after a fill or with
+// readRice.
+func riceFast(buf uint64, n, k uint) (zz uint64, used uint, ok bool) {
+	ones := uint(bits.LeadingZeros64(^(buf << (64 - n)))) // at most n
+	if ones >= riceEscape || ones+1+k > n {
+		return 0, 0, false
+	}
+	used = ones + 1 + k
+	return uint64(ones)<<k | (buf>>(n-used))&lowMask(k), used, true
+}
+
+// riceNext reads the next Rice-coded field with parameter k from r into
+// center + distance × step.
+func riceNext(r *bitReader, k uint, center, step uint64) (int64, bool) {
+	zz, used, ok := riceFast(r.buf, r.n, k)
+	if !ok {
+		r.fill()
+		if zz, used, ok = riceFast(r.buf, r.n, k); !ok {
+			return readRice(r, k, center, step)
+		}
+	}
+	r.n -= used
+	return unRice(zz, center, step), true
+}
+
+// unRice returns center + d×step for the zig-zagged distance zz.
+func unRice(zz, center, step uint64) int64 {
+	return int64(center + uint64(int64(zz>>1)^-int64(zz&1))*step)
 }
 
 // At returns the current value.
@@ -474,22 +495,13 @@ func (d *DecimalDecoder) AppendNext(dst []float64, skip, k int) []float64 {
 		if !d.rice {
 			f, ok = r.readBits(width)
 			f = base + f*step
+		} else if zz, used, fast := riceFast(r.buf, r.n, width); fast {
+			r.n -= used // the common case, inline
+			f, ok = uint64(unRice(zz, base, step)), true
 		} else {
-			// readRice's fast path, inline: the field is in the buffer.
-			ones := uint(bits.LeadingZeros64(^(r.buf << (64 - r.n))))
-			if ones >= r.n || ones+1+width > r.n {
-				r.fill()
-				ones = uint(bits.LeadingZeros64(^(r.buf << (64 - r.n))))
-			}
-			if ones < riceEscape && ones+1+width <= r.n {
-				r.n -= ones + 1 + width
-				zz := uint64(ones)<<width | (r.buf>>r.n)&lowMask(width)
-				f, ok = base+uint64(int64(zz>>1)^-int64(zz&1))*step, true
-			} else {
-				var rv int64
-				rv, ok = readRice(&r, width, base, step)
-				f = uint64(rv)
-			}
+			var rv int64
+			rv, ok = riceNext(&r, width, base, step)
+			f = uint64(rv)
 		}
 		if !ok {
 			d.err = fmt.Errorf("decode value %d of %d: %w", d.i+done, d.n, ErrTruncated)
