@@ -17,11 +17,21 @@ const TypeCommit byte = 1
 // exemplars section (at least one exemplar).
 const TypeCommitExemplars byte = 2
 
+// TypeCommitCompact and TypeCommitCompactExemplars are TypeCommit and
+// TypeCommitExemplars with the compact samples section (integer values as
+// varints, deltas from the previous sample): what Encode writes. The older
+// types are still decoded.
+const (
+	TypeCommitCompact          byte = 3
+	TypeCommitCompactExemplars byte = 4
+)
+
 // Minimum encoded sizes, used to bound counts before allocating.
 const (
 	minSeriesSize   = 2  // uvarint ref + uvarint nlabels
 	minLabelSize    = 2  // two empty strs
 	minSampleSize   = 10 // two varints + 8 value bytes
+	minCompactSize  = 3  // two varints + a one-byte integer value
 	minMetadataSize = 4  // four empty strs
 )
 
@@ -79,9 +89,9 @@ func (c *Commit) Reset() {
 // Encode appends the binary record to buf and returns it.
 func (c *Commit) Encode(buf []byte) []byte {
 	if len(c.Exemplars) > 0 {
-		buf = append(buf, TypeCommitExemplars)
+		buf = append(buf, TypeCommitCompactExemplars)
 	} else {
-		buf = append(buf, TypeCommit)
+		buf = append(buf, TypeCommitCompact)
 	}
 
 	buf = binary.AppendUvarint(buf, uint64(len(c.Series)))
@@ -96,16 +106,17 @@ func (c *Commit) Encode(buf []byte) []byte {
 	}
 
 	buf = binary.AppendUvarint(buf, uint64(len(c.Samples)))
-	if len(c.Samples) > 0 {
-		first := c.Samples[0]
-		buf = binary.AppendUvarint(buf, first.Ref)
-		buf = binary.AppendVarint(buf, first.T)
-		buf = binary.LittleEndian.AppendUint64(buf, math.Float64bits(first.V))
-		for _, s := range c.Samples[1:] {
-			buf = binary.AppendVarint(buf, int64(s.Ref-first.Ref))
-			buf = binary.AppendVarint(buf, s.T-first.T)
-			buf = binary.LittleEndian.AppendUint64(buf, math.Float64bits(s.V))
+	var prevRef uint64
+	var prevT int64
+	for _, s := range c.Samples {
+		buf = binary.AppendVarint(buf, int64(s.Ref-prevRef))
+		buf = binary.AppendVarint(buf, s.T-prevT)
+		if m, ok := walInt(s.V); ok {
+			buf = binary.AppendUvarint(buf, uint64(m<<1^m>>63)<<1|1)
+		} else {
+			buf = binary.LittleEndian.AppendUint64(append(buf, 0), math.Float64bits(s.V))
 		}
+		prevRef, prevT = s.Ref, s.T
 	}
 
 	buf = binary.AppendUvarint(buf, uint64(len(c.Metadata)))
@@ -130,6 +141,16 @@ func (c *Commit) Encode(buf []byte) []byte {
 		}
 	}
 	return buf
+}
+
+// walInt returns v as an integer when the compact samples section stores
+// it as one: an integer of magnitude below 2^53 (exact in a float64), not -0.
+func walInt(v float64) (int64, bool) {
+	m := int64(v) // NaN, ±Inf and |v| >= 2^63 give a value that converts back to another
+	if float64(m) != v || m <= -1<<53 || m >= 1<<53 || m == 0 && math.Signbit(v) {
+		return 0, false
+	}
+	return m, true
 }
 
 func appendString(buf []byte, s string) []byte {
@@ -236,17 +257,22 @@ func Decode(rec []byte, c *Commit) error {
 	if len(rec) == 0 {
 		return fmt.Errorf("%w: empty record", ErrMalformed)
 	}
-	if rec[0] != TypeCommit && rec[0] != TypeCommitExemplars {
-		return fmt.Errorf("%w: unknown record type %d", ErrMalformed, rec[0])
+	typ := rec[0]
+	if typ < TypeCommit || typ > TypeCommitCompactExemplars {
+		return fmt.Errorf("%w: unknown record type %d", ErrMalformed, typ)
 	}
 	d := decoder{b: rec, off: 1}
 
 	if err := c.decodeSeries(&d); err != nil {
 		return err
 	}
-	c.decodeSamples(&d)
+	if typ >= TypeCommitCompact {
+		c.decodeCompactSamples(&d)
+	} else {
+		c.decodeSamples(&d)
+	}
 	c.decodeMetadata(&d)
-	if rec[0] == TypeCommitExemplars {
+	if typ == TypeCommitExemplars || typ == TypeCommitCompactExemplars {
 		c.decodeExemplars(&d)
 	}
 	if d.err != nil {
@@ -359,6 +385,42 @@ func (c *Commit) decodeSamples(d *decoder) {
 		dr := d.varint("sample ref delta")
 		dt := d.varint("sample timestamp delta")
 		c.Samples[i] = RefSample{Ref: ref0 + uint64(dr), T: t0 + dt, V: d.float()}
+	}
+}
+
+// decodeCompactSamples reads the samples section of the compact types.
+func (c *Commit) decodeCompactSamples(d *decoder) {
+	n := d.count("sample", minCompactSize)
+	if d.err != nil {
+		return
+	}
+	c.Samples = grow(c.Samples, n)
+	var prevRef uint64
+	var prevT int64
+	for i := 0; i < n && d.err == nil; i++ {
+		ref := prevRef + uint64(d.varint("sample ref delta"))
+		t := prevT + d.varint("sample timestamp delta")
+		var v float64
+		switch vh := d.uvarint("sample value"); {
+		case d.err != nil:
+		case vh&1 == 1:
+			z := vh >> 1
+			m := int64(z>>1) ^ -int64(z&1)
+			if !(m > -1<<53 && m < 1<<53) {
+				d.fail("integer sample value out of range")
+			}
+			v = float64(m)
+		case vh == 0:
+			if v = d.float(); d.err == nil {
+				if _, isInt := walInt(v); isInt {
+					d.fail("integer sample value stored as a float") // one encoding per commit
+				}
+			}
+		default:
+			d.fail("bad sample value kind")
+		}
+		c.Samples[i] = RefSample{Ref: ref, T: t, V: v}
+		prevRef, prevT = ref, t
 	}
 }
 

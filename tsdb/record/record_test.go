@@ -1,6 +1,7 @@
 package record
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -84,7 +85,7 @@ func TestRoundTrip(t *testing.T) {
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
 			rec := c.Encode(nil)
-			if rec[0] != TypeCommit {
+			if rec[0] != TypeCommitCompact {
 				t.Fatalf("type byte %d", rec[0])
 			}
 			var got Commit
@@ -162,6 +163,10 @@ func TestDecodeErrors(t *testing.T) {
 		// Two labels named "b" then "a": not sorted.
 		"unsorted labels": {TypeCommit, 1, 1, 2, 1, 'b', 0, 1, 'a', 0, 0, 0},
 		"duplicate label": {TypeCommit, 1, 1, 2, 1, 'a', 0, 1, 'a', 0, 0, 0},
+		// Compact samples: one sample (ref delta 1, t delta 0) then its value.
+		"integer as float":  {TypeCommitCompact, 0, 1, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0xf0, 0x3f, 0}, // 1.0
+		"bad value kind":    {TypeCommitCompact, 0, 1, 2, 0, 2, 0},
+		"integer too large": {TypeCommitCompact, 0, 1, 2, 0, 0x81, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01, 0},
 	}
 	for name, rec := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -205,11 +210,87 @@ func TestDecodeReuseAllocs(t *testing.T) {
 	}
 }
 
+// encodeLegacy writes c as the previous version did (types 1 and 2: every
+// value in 8 bytes, deltas from the first sample), as WAL segments written
+// before the compact types hold it.
+func encodeLegacy(c *Commit) []byte {
+	rec := c.Encode(nil)
+	var buf []byte
+	if len(c.Exemplars) > 0 {
+		buf = append(buf, TypeCommitExemplars)
+	} else {
+		buf = append(buf, TypeCommit)
+	}
+	// The series section is unchanged: copy it from the compact record.
+	d := decoder{b: rec, off: 1}
+	var tmp Commit
+	if err := tmp.decodeSeries(&d); err != nil {
+		panic(err)
+	}
+	buf = append(buf, rec[1:d.off]...)
+	buf = binary.AppendUvarint(buf, uint64(len(c.Samples)))
+	if len(c.Samples) > 0 {
+		first := c.Samples[0]
+		buf = binary.AppendUvarint(buf, first.Ref)
+		buf = binary.AppendVarint(buf, first.T)
+		buf = binary.LittleEndian.AppendUint64(buf, math.Float64bits(first.V))
+		for _, s := range c.Samples[1:] {
+			buf = binary.AppendVarint(buf, int64(s.Ref-first.Ref))
+			buf = binary.AppendVarint(buf, s.T-first.T)
+			buf = binary.LittleEndian.AppendUint64(buf, math.Float64bits(s.V))
+		}
+	}
+	// Metadata and exemplars are unchanged too.
+	tmp.decodeCompactSamples(&d)
+	return append(buf, rec[d.off:]...)
+}
+
+// TestDecodesLegacy: records of the previous sample encoding (WAL segments
+// and checkpoints written before it changed) decode to the same commits.
+func TestDecodesLegacy(t *testing.T) {
+	for name, c := range map[string]*Commit{
+		"special":   sampleCommit(),
+		"exemplars": {Samples: []RefSample{{Ref: 1, T: 5, V: 1}}, Exemplars: []RefExemplar{{Ref: 1, T: 5, V: 0.25, Labels: labels.FromStrings("trace_id", "abc")}}},
+		"bench":     benchCommit(),
+	} {
+		t.Run(name, func(t *testing.T) {
+			rec := encodeLegacy(c)
+			var got Commit
+			if err := Decode(rec, &got); err != nil {
+				t.Fatal(err)
+			}
+			assertEqualCommit(t, c, &got)
+			if compact := c.Encode(nil); len(compact) >= len(rec) && len(c.Samples) > 10 {
+				t.Errorf("compact record %d bytes, legacy %d", len(compact), len(rec))
+			}
+		})
+	}
+}
+
+// TestCompactSampleValues: every value kind round-trips, integers take few bytes.
+func TestCompactSampleValues(t *testing.T) {
+	vals := []float64{0, math.Copysign(0, -1), 1, -1, 1 << 52, -(1 << 52), 1<<53 - 1, 1 << 53, -(1 << 53), 0.5, 1e300, math.Inf(1), math.Inf(-1), math.NaN(), math.Float64frombits(0x7ff0000000000001), 4096 * 1e6}
+	c := &Commit{}
+	for i, v := range vals {
+		c.Samples = append(c.Samples, RefSample{Ref: uint64(i) * 1000, T: int64(i) - 5, V: v})
+	}
+	var got Commit
+	if err := Decode(c.Encode(nil), &got); err != nil {
+		t.Fatal(err)
+	}
+	assertEqualCommit(t, c, &got)
+	small := &Commit{Samples: []RefSample{{Ref: 1, T: 1000, V: 1}, {Ref: 2, T: 1000, V: 0}}}
+	if n := len(small.Encode(nil)); n != 1+1+1+(2+1+1)+(1+1+1)+1 {
+		t.Errorf("two small integer samples take %d bytes", n)
+	}
+}
+
 func FuzzDecode(f *testing.F) {
 	f.Add(sampleCommit().Encode(nil))
 	f.Add((&Commit{}).Encode(nil))
 	f.Add((&Commit{Samples: []RefSample{{Ref: 1, T: 2, V: 3}, {Ref: 0, T: 1, V: 4}}}).Encode(nil))
 	f.Add([]byte{TypeCommit, 1, 1, 2, 1, 'b', 0, 1, 'a', 0, 0, 0})
+	f.Add(encodeLegacy(sampleCommit()))
 	f.Add((&Commit{Exemplars: []RefExemplar{{Ref: 3, T: 9, V: 1, Labels: labels.FromStrings("trace_id", "x")}}}).Encode(nil))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, rec []byte) {
@@ -217,10 +298,20 @@ func FuzzDecode(f *testing.F) {
 		if err := Decode(rec, &c); err != nil {
 			return
 		}
-		// Whatever decodes must re-encode to the identical bytes.
-		if out := c.Encode(nil); string(out) != string(rec) {
-			t.Fatalf("re-encode mismatch:\n in  %x\n out %x", rec, out)
+		out := c.Encode(nil)
+		if rec[0] >= TypeCommitCompact {
+			// Whatever decodes must re-encode to the identical bytes.
+			if string(out) != string(rec) {
+				t.Fatalf("re-encode mismatch:\n in  %x\n out %x", rec, out)
+			}
+			return
 		}
+		// A legacy record re-encodes compact, to the same commit.
+		var again Commit
+		if err := Decode(out, &again); err != nil {
+			t.Fatalf("re-encoded legacy record: %v", err)
+		}
+		assertEqualCommit(t, &c, &again)
 	})
 }
 
@@ -279,7 +370,7 @@ func TestExemplarsRoundTrip(t *testing.T) {
 		},
 	}
 	rec := c.Encode(nil)
-	if rec[0] != TypeCommitExemplars {
+	if rec[0] != TypeCommitCompactExemplars {
 		t.Fatalf("type %d", rec[0])
 	}
 	var got Commit
