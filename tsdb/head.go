@@ -320,7 +320,11 @@ func (h *Head) Close() error {
 // labels are grouped by metric name.
 func (h *Head) groupKey(lset labels.Labels) string {
 	var buf [256]byte
-	b := buf[:0]
+	return string(h.appendGroupKey(buf[:0], lset))
+}
+
+// appendGroupKey appends groupKey's key to b.
+func (h *Head) appendGroupKey(b []byte, lset labels.Labels) []byte {
 	add := func(n, v string) {
 		if len(b) > 0 {
 			b = append(b, ',')
@@ -342,7 +346,7 @@ func (h *Head) groupKey(lset labels.Labels) string {
 			add(n, v)
 		}
 	}
-	return string(b)
+	return b
 }
 
 // appendQuoted appends strconv.Quote(v) to b: as is between quotes when v is
@@ -418,7 +422,8 @@ func (h *Head) getOrCreate(lset labels.Labels, ref uint64) (*memSeries, error) {
 		h.replicaStored.Store(true)
 	}
 	s = &memSeries{ref: ref, lset: lset.Copy()}
-	g := h.getOrCreateGroup(h.groupKey(lset))
+	var kb [256]byte
+	g := h.groupFor(h.appendGroupKey(kb[:0], lset))
 	g.mu.Lock()
 	g.addMember(s)
 	g.mu.Unlock()
@@ -429,6 +434,19 @@ func (h *Head) getOrCreate(lset labels.Labels, ref uint64) (*memSeries, error) {
 	h.index.add(ref, s.lset)
 	h.counters.series.Add(1)
 	return s, nil
+}
+
+// groupFor returns the group with key (appendGroupKey's), creating it if
+// new: the key becomes a string only then.
+func (h *Head) groupFor(key []byte) *group {
+	gs := &h.groups[groupHash(key)%stripes]
+	gs.mu.RLock()
+	g := gs.byKey[string(key)]
+	gs.mu.RUnlock()
+	if g != nil {
+		return g
+	}
+	return h.getOrCreateGroup(string(key))
 }
 
 func (h *Head) getOrCreateGroup(key string) *group {
@@ -450,7 +468,7 @@ func (h *Head) getOrCreateGroup(key string) *group {
 	return g
 }
 
-func groupHash(key string) uint64 {
+func groupHash[K string | []byte](key K) uint64 {
 	// FNV-1a; group lookups happen only when a series is created.
 	var x uint64 = 14695981039346656037
 	for i := 0; i < len(key); i++ {
