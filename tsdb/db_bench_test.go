@@ -246,12 +246,22 @@ func TestFlushReleasesMemory(t *testing.T) {
 	// The head's memory: its Go heap and its chunks in mapped files, which
 	// go once the collector ran the cleanups of unreachable chunks.
 	mem := func() uint64 {
-		runtime.GC()
-		runtime.GC()
-		time.Sleep(10 * time.Millisecond) // cleanups run in their own goroutine
+		// Cleanups run in their own goroutine after a collection: wait until
+		// the mapped bytes stop falling (a busy machine delays them).
+		mapped := int64(-1)
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+			runtime.GC()
+			runtime.GC()
+			time.Sleep(10 * time.Millisecond)
+			cur := db.head.chunks.liveBytes.Load()
+			if cur == mapped {
+				break
+			}
+			mapped = cur
+		}
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
-		return ms.HeapAlloc + uint64(db.head.chunks.liveBytes.Load())
+		return ms.HeapAlloc + uint64(mapped)
 	}
 	before := mem()
 	if err := db.Flush(true); err != nil {
