@@ -115,7 +115,7 @@ func TestBlocksEndToEnd(t *testing.T) {
 	}
 	p.api(t, "/api/v1/admin/tsdb/snapshot", url.Values{}, true, &snap)
 	snapDir := filepath.Join(dir, "snapshots", snap.Name)
-	if out, err := exec.Command(tandemBin, "tsdb", "verify", "--storage.path="+snapDir).CombinedOutput(); err != nil || strings.Count(string(out), ": ok") < 2 {
+	if out, err := exec.Command(tandemBin, "tsdb", "verify", "--storage.path="+snapDir).CombinedOutput(); err != nil || strings.Count(string(out), ": ok") < 1 {
 		t.Fatalf("snapshot %q: %v\n%s", snap.Name, err, out)
 	}
 	sp := startTandem(t, snapDir)
@@ -157,9 +157,12 @@ func TestBlocksEndToEnd(t *testing.T) {
 		t.Fatal("node_load1 visible again after clean_tombstones")
 	}
 
-	// The offline tools read the same directory.
+	// The offline tools read the same directory. How many blocks it holds
+	// depends on the clock: compaction merges the blocks of aligned windows
+	// (3, 9, 27, 81 × 2 m) the head has passed, so 30 minutes of data may
+	// end up in one block.
 	out, err := exec.Command(tandemBin, "tsdb", "verify", "--storage.path="+dir).CombinedOutput()
-	if err != nil || strings.Count(string(out), ": ok") < 2 || strings.Contains(string(out), "CORRUPT") {
+	if err != nil || strings.Count(string(out), ": ok") < 1 || strings.Contains(string(out), "CORRUPT") {
 		t.Fatalf("tandem tsdb verify: %v\n%s", err, out)
 	}
 	out, err = exec.Command(tandemBin, "tsdb", "inspect", "--storage.path="+dir, "--groups").CombinedOutput()
