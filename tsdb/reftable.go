@@ -83,22 +83,3 @@ func (t *refTable) delete(ref uint64) {
 		slot.Store(nil)
 	}
 }
-
-// each calls fn for every series in reference order.
-func (t *refTable) each(fn func(s *memSeries)) {
-	dir := t.dir.Load()
-	if dir == nil {
-		return
-	}
-	for i := range *dir {
-		p := (*dir)[i].Load()
-		if p == nil {
-			continue
-		}
-		for j := range p.slots {
-			if s := p.slots[j].Load(); s != nil {
-				fn(s)
-			}
-		}
-	}
-}

@@ -88,3 +88,22 @@ func TestRefTableConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// each calls fn for every series in reference order.
+func (t *refTable) each(fn func(s *memSeries)) {
+	dir := t.dir.Load()
+	if dir == nil {
+		return
+	}
+	for i := range *dir {
+		p := (*dir)[i].Load()
+		if p == nil {
+			continue
+		}
+		for j := range p.slots {
+			if s := p.slots[j].Load(); s != nil {
+				fn(s)
+			}
+		}
+	}
+}

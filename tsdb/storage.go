@@ -38,7 +38,6 @@ type appender struct {
 	ctx   context.Context
 	batch Batch
 	idx   map[uint64]int // series hash → index in batch (hash collisions fall back to a new entry)
-	err   error
 }
 
 func (a *appender) add(lset labels.Labels, t int64, v float64) (storage.SeriesRef, error) {

@@ -291,18 +291,6 @@ func instant(t *testing.T, p *tandemProc, q string) []series {
 	return decodeResult(t, d)
 }
 
-// metricsWith returns the /metrics samples whose series text starts with prefix.
-func metricsWith(t *testing.T, p *tandemProc, prefix string) map[string]float64 {
-	t.Helper()
-	out := map[string]float64{}
-	for k, v := range scrapeMetrics(t, p) {
-		if strings.HasPrefix(k, prefix) {
-			out[k] = v
-		}
-	}
-	return out
-}
-
 // TestRulesEndToEnd runs tandem with a rule file against a real Alertmanager:
 // an alert fires, reaches Alertmanager and resolves; a recording rule's series
 // equals its expression evaluated ad hoc; `for` state survives a restart;

@@ -88,22 +88,6 @@ func (d *decbuf) f64() float64 {
 	return math.Float64frombits(binary.LittleEndian.Uint64(b))
 }
 
-func (d *decbuf) be32() uint32 {
-	b := d.bytes(4)
-	if b == nil {
-		return 0
-	}
-	return binary.BigEndian.Uint32(b)
-}
-
-func (d *decbuf) be64() uint64 {
-	b := d.bytes(8)
-	if b == nil {
-		return 0
-	}
-	return binary.BigEndian.Uint64(b)
-}
-
 // beN decodes an n-byte (0..8) big-endian unsigned integer.
 func beN(b []byte) uint64 {
 	var x uint64
