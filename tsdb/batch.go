@@ -148,4 +148,9 @@ type RejectError struct {
 func (e *RejectError) Error() string { return e.Msg }
 func (e *RejectError) Unwrap() error { return e.First }
 
+// ErrUnavailable reports that the head cannot make writes durable right now
+// (the WAL cannot be written: full disk, I/O error); nothing of the batch was
+// acknowledged and a retry after a pause can succeed (→ 503 with Retry-After).
+var ErrUnavailable = errors.New("storage unavailable: the write-ahead log cannot be written")
+
 var errCorruptPresence = errors.New("chunk presence bitmap does not match its columns")
