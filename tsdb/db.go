@@ -153,10 +153,18 @@ func (db *DB) openBlocks() error {
 		}
 		p := filepath.Join(db.dir, e.Name())
 		b, err := block.Open(p)
+		if err != nil && !blockDamaged(err) {
+			// A transient error (EMFILE, ENOMEM, EACCES, EIO, ...) says
+			// nothing about the block's bytes: stop, keep the block.
+			db.logger.Error("cannot open block; not moving it to quarantine", "block", p, "err", err)
+			db.closeBlocks()
+			return errBlockUnavailable(p, err)
+		}
 		if err != nil {
-			db.logger.Error("block is unreadable: moving it to quarantine", "block", p, "err", err)
+			db.logger.Error("block is damaged: moving it to quarantine", "block", p, "err", err)
 			if qerr := db.quarantine(p); qerr != nil {
-				return fmt.Errorf("quarantine %s: %w (after: %v)", p, qerr, err)
+				db.closeBlocks()
+				return fmt.Errorf("quarantine %s: %w (after: %w)", p, qerr, err)
 			}
 			continue
 		}
@@ -220,12 +228,19 @@ func isBlockDir(name string) bool {
 	return err == nil
 }
 
+// quarantine moves the damaged block p to <dir>/quarantine, durably.
 func (db *DB) quarantine(p string) error {
 	q := filepath.Join(db.dir, "quarantine")
 	if err := os.MkdirAll(q, 0o755); err != nil {
 		return err
 	}
-	return os.Rename(p, filepath.Join(q, filepath.Base(p)))
+	if err := os.Rename(p, filepath.Join(q, filepath.Base(p))); err != nil {
+		return err
+	}
+	if err := syncDir(q); err != nil {
+		return err
+	}
+	return syncDir(db.dir)
 }
 
 func (db *DB) sortBlocks() {

@@ -1,0 +1,254 @@
+package tsdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tandem-tsdb/tandem/tsdb/block"
+)
+
+// dbWithBlocks writes 4 h of one series into a fresh DB in a directory that
+// user nobody can traverse, flushes (two or more blocks) and closes it.
+func dbWithBlocks(t *testing.T) (string, []block.Meta, model) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "tandem-blockopen")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	db := openDB(t, dir, func(o *DBOptions) { o.Head.BlockRange = time.Hour })
+	l := series("r", "job", "j", "instance", "i")
+	for s := range 4 * 240 {
+		if _, err := db.AppendBatch(context.Background(), &Batch{Series: []BatchSeries{{Labels: l, Samples: []Sample{{T: int64(s) * 15000, V: float64(s)}}}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Flush(false); err != nil {
+		t.Fatal(err)
+	}
+	want := dbAll(t, db)
+	bs := db.Blocks()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if len(bs) < 2 {
+		t.Fatalf("%d blocks, want at least 2", len(bs))
+	}
+	return dir, bs, want
+}
+
+// asNobody runs f on an OS thread of its own whose effective user and group
+// are nobody's (65534) when the test runs as root, so that file permissions
+// apply (root ignores them); the thread ends with f. Other goroutines keep
+// their credentials: Linux credentials are per thread, and the raw system
+// calls change only the calling one (syscall.Setresuid would change all).
+func asNobody(t *testing.T, f func()) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		f()
+		return
+	}
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread exits with this goroutine
+		keep := ^uintptr(0)    // -1: leave that id unchanged
+		if _, _, e := syscall.RawSyscall(syscall.SYS_SETRESGID, keep, 65534, keep); e != 0 {
+			errc <- fmt.Errorf("setresgid: %w", e)
+			return
+		}
+		if _, _, e := syscall.RawSyscall(syscall.SYS_SETRESUID, keep, 65534, keep); e != 0 {
+			errc <- fmt.Errorf("setresuid: %w", e)
+			return
+		}
+		defer func() { errc <- nil }()
+		f()
+	}()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// chownAll gives dir and everything in it to nobody (as root), so that
+// nobody may create <dir>/quarantine and move blocks into it.
+func chownAll(t *testing.T, dir string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		return
+	}
+	err := filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, 65534, 65534)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestOpenBlocksPermissionDenied: a block whose index cannot be opened
+// (EACCES, a real one: the check runs as nobody when the test runs as root)
+// fails the start-up with an error naming the block and is left in place, not
+// quarantined; once readable again, it opens with all its samples. Before,
+// start-up moved it to quarantine and went on without its data.
+func TestOpenBlocksPermissionDenied(t *testing.T) {
+	dir, bs, want := dbWithBlocks(t)
+	victim := filepath.Join(dir, bs[0].ULID)
+	chownAll(t, dir)
+	if err := os.Chmod(filepath.Join(victim, block.IndexFilename), 0); err != nil {
+		t.Fatal(err)
+	}
+	var openErr error
+	asNobody(t, func() {
+		opts := DBOptions{Head: DefaultOptions()}
+		opts.Head.BlockRange = time.Hour
+		opts.Head.Now = func() int64 { return 1 << 50 }
+		db, err := OpenDB(dir, opts)
+		if err == nil {
+			db.Close()
+		}
+		openErr = err
+	})
+	if openErr == nil || !errors.Is(openErr, fs.ErrPermission) || !strings.Contains(openErr.Error(), bs[0].ULID) {
+		t.Fatalf("open with an unreadable index: %v; want a permission error naming block %s", openErr, bs[0].ULID)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "quarantine", bs[0].ULID)); err == nil {
+		t.Fatal("a block that could not be read for lack of permission was quarantined")
+	}
+	if _, err := os.Stat(victim); err != nil {
+		t.Fatalf("block gone from the data directory: %v", err)
+	}
+	if err := os.Chmod(filepath.Join(victim, block.IndexFilename), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db := openDB(t, dir, func(o *DBOptions) { o.Head.BlockRange = time.Hour })
+	defer db.Close()
+	if n := len(db.Blocks()); n != len(bs) {
+		t.Fatalf("%d blocks after the permission came back, want %d", n, len(bs))
+	}
+	if got := dbAll(t, db); !reflect.DeepEqual(got, want) {
+		t.Fatalf("samples changed across the failed start-up: %d series, want %d", len(got), len(want))
+	}
+}
+
+// TestOpenBlocksDamage: what proves a block damaged moves it to quarantine
+// and the start-up goes on; what does not (a newer format version) fails the
+// start-up and leaves the block.
+func TestOpenBlocksDamage(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		damage     func(t *testing.T, blockDir string)
+		quarantine bool
+	}{
+		{"garbage index", func(t *testing.T, d string) { writeFile(t, filepath.Join(d, block.IndexFilename), "garbage") }, true},
+		{"index flipped byte", func(t *testing.T, d string) { flipByte(t, filepath.Join(d, block.IndexFilename), 20) }, true},
+		{"empty chunks", func(t *testing.T, d string) { writeFile(t, filepath.Join(d, block.ChunksFilename), "") }, true},
+		{"missing chunks", func(t *testing.T, d string) { removeFile(t, filepath.Join(d, block.ChunksFilename)) }, true},
+		{"missing meta.json", func(t *testing.T, d string) { removeFile(t, filepath.Join(d, block.MetaFilename)) }, true},
+		{"torn meta.json", func(t *testing.T, d string) { writeFile(t, filepath.Join(d, block.MetaFilename), `{"ulid": "01`) }, true},
+		{"newer version", func(t *testing.T, d string) {
+			p := filepath.Join(d, block.MetaFilename)
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := strings.Replace(string(b), fmt.Sprintf(`"version": %d`, block.FormatVersion), `"version": 99`, 1)
+			if s == string(b) {
+				t.Fatalf("no version field in %s", b)
+			}
+			writeFile(t, p, s)
+		}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir, bs, _ := dbWithBlocks(t)
+			victim := filepath.Join(dir, bs[0].ULID)
+			c.damage(t, victim)
+			opts := DBOptions{Head: DefaultOptions()}
+			opts.Head.BlockRange = time.Hour
+			opts.Head.Now = func() int64 { return 1 << 50 }
+			db, err := OpenDB(dir, opts)
+			_, qerr := os.Stat(filepath.Join(dir, "quarantine", bs[0].ULID))
+			if !c.quarantine {
+				if err == nil {
+					db.Close()
+					t.Fatal("start-up succeeded over a block it cannot read")
+				}
+				if qerr == nil {
+					t.Fatalf("block quarantined (%v)", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("start-up failed over a damaged block: %v", err)
+			}
+			defer db.Close()
+			if qerr != nil {
+				t.Fatalf("damaged block not in quarantine: %v", qerr)
+			}
+			if n := len(db.Blocks()); n != len(bs)-1 {
+				t.Fatalf("%d blocks, want %d", n, len(bs)-1)
+			}
+		})
+	}
+}
+
+// TestBlockDamaged classifies the errors a block's files can give.
+func TestBlockDamaged(t *testing.T) {
+	pathErr := func(e error) error {
+		return fmt.Errorf("open block: %w", &fs.PathError{Op: "open", Path: "/data/01X/index", Err: e})
+	}
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{pathErr(syscall.EMFILE), false},
+		{pathErr(syscall.ENFILE), false},
+		{pathErr(syscall.ENOMEM), false},
+		{pathErr(syscall.EACCES), false},
+		{pathErr(syscall.EIO), false},
+		{fmt.Errorf("mmap /data/01X/chunks: %w", syscall.ENOMEM), false},
+		{pathErr(syscall.ENOENT), true},
+		{fmt.Errorf("open block: index: %w", block.ErrCorrupt), true},
+	} {
+		if got := blockDamaged(c.err); got != c.want {
+			t.Errorf("blockDamaged(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}
+
+func writeFile(t *testing.T, p, s string) {
+	t.Helper()
+	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func removeFile(t *testing.T, p string) {
+	t.Helper()
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func flipByte(t *testing.T, p string, off int) {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[off] ^= 0x40
+	writeFile(t, p, string(b))
+}
