@@ -86,6 +86,12 @@ func (h *Head) Checkpoint(mint int64) error {
 		os.RemoveAll(tmp)
 		return fmt.Errorf("checkpoint: close %s: %w", tmp, err)
 	}
+	// The segments' directory entries must be durable before the directory
+	// gets its final name (Prometheus fsyncs a block's directory the same way).
+	if err := syncDir(tmp); err != nil {
+		os.RemoveAll(tmp)
+		return fmt.Errorf("checkpoint: %w", err)
+	}
 	if err := os.Rename(tmp, final); err != nil {
 		return fmt.Errorf("checkpoint: rename %s: %w", tmp, err)
 	}

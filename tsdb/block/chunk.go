@@ -64,15 +64,20 @@ type colInput struct {
 	vals   []float64
 }
 
-// chunkEncoder builds chunk bodies, reusing its buffers.
+// chunkEncoder builds chunk bodies, reusing its buffers: begin, then add
+// each column in member order, then the body is head (header and column
+// directory, from finish) followed by area.
 type chunkEncoder struct {
 	maxScale int
 	ts       encoding.TSEncoder
 	xor      encoding.XOREncoder
 	ms       []int64
 	dec      []byte
+	head     []byte
 	area     []byte
 	offs     []uint64
+	members  []int
+	rows     []int64 // the current chunk's timestamps
 }
 
 // colStats computes the statistics documented on ChunkStat.
@@ -100,9 +105,19 @@ func colStats(vals []float64) (mn, mx, sum float64) {
 
 // encode appends the body of a chunk with timestamps ts and columns cols (sorted by member, non-empty) to dst.
 func (e *chunkEncoder) encode(dst []byte, ts []int64, cols []colInput) []byte {
+	e.begin(ts)
+	for _, c := range cols {
+		e.add(c)
+	}
+	e.finish()
+	return append(append(dst, e.head...), e.area...)
+}
+
+// begin starts a chunk with timestamps ts (kept until finish): its header goes to e.head.
+func (e *chunkEncoder) begin(ts []int64) {
 	rows := len(ts)
 	minT, maxT := ts[0], ts[rows-1]
-	dst = append(dst, chunkKindTable)
+	dst := append(e.head[:0], chunkKindTable)
 	dst = binary.AppendVarint(dst, minT)
 	dst = binary.AppendUvarint(dst, uint64(maxT-minT))
 	dst = binary.AppendUvarint(dst, uint64(rows))
@@ -129,22 +144,28 @@ func (e *chunkEncoder) encode(dst []byte, ts []int64, cols []colInput) []byte {
 		dst = binary.AppendUvarint(dst, uint64(len(e.ts.Bytes())))
 		dst = append(dst, e.ts.Bytes()...)
 	}
+	e.head, e.rows = dst, ts
+	e.area, e.offs, e.members = e.area[:0], e.offs[:0], e.members[:0]
+}
 
-	e.area = e.area[:0]
-	e.offs = e.offs[:0]
-	for _, c := range cols {
-		e.offs = append(e.offs, uint64(len(e.area)))
-		e.area = e.encodeColumn(e.area, ts, c)
-	}
-	dst = binary.AppendUvarint(dst, uint64(len(cols)))
-	wm := bytesFor(uint64(cols[len(cols)-1].member))
+// add encodes column c (non-empty, its member above the previous column's) into e.area.
+func (e *chunkEncoder) add(c colInput) {
+	e.offs = append(e.offs, uint64(len(e.area)))
+	e.members = append(e.members, c.member)
+	e.area = e.encodeColumn(e.area, e.rows, c)
+}
+
+// finish appends the column count and directory to e.head; the chunk has at least one column.
+func (e *chunkEncoder) finish() {
+	dst := binary.AppendUvarint(e.head, uint64(len(e.members)))
+	wm := bytesFor(uint64(e.members[len(e.members)-1]))
 	wo := bytesFor(e.offs[len(e.offs)-1])
 	dst = append(dst, byte(wm), byte(wo))
-	for i, c := range cols {
-		dst = putBE(dst, uint64(c.member), wm)
+	for i, m := range e.members {
+		dst = putBE(dst, uint64(m), wm)
 		dst = putBE(dst, e.offs[i], wo)
 	}
-	return append(dst, e.area...)
+	e.head, e.rows = dst, nil
 }
 
 // encodeColumn appends one column's header and data.

@@ -112,8 +112,7 @@ func (b *Block) Groups() GroupSource {
 type groupDecoder struct {
 	colIdx []int32 // member → index+1 into the current table's columns
 	ts     encoding.TSDecoder
-	xor    encoding.XORDecoder
-	dec    encoding.DecimalDecoder
+	cols   colDecoder
 }
 
 // decode reads group id into dst.
@@ -171,31 +170,11 @@ func (d *groupDecoder) chunk(b *Block, cm chunkMeta, tb *Table) error {
 	if base+ch.rows > math.MaxInt32 {
 		return fmt.Errorf("%s: chunk at %d: table exceeds %d rows: %w", b.chunksPath, cm.off, math.MaxInt32, ErrCorrupt)
 	}
-	if ch.regular {
-		for i := 0; i < ch.rows; i++ {
-			tb.Timestamps = append(tb.Timestamps, ch.minT+int64(i)*ch.step)
-		}
-	} else {
-		d.ts.Reset(ch.tsData, ch.rows)
-		for i := 0; i < ch.rows; i++ {
-			if !d.ts.Next() {
-				err := d.ts.Err()
-				if err == nil {
-					err = errShort
-				}
-				return fmt.Errorf("%s: chunk at %d: timestamps: %w: %w", b.chunksPath, cm.off, err, ErrCorrupt)
-			}
-			tb.Timestamps = append(tb.Timestamps, d.ts.At())
-		}
+	if tb.Timestamps, err = appendTimestamps(ch, tb.Timestamps, &d.ts); err != nil {
+		return fmt.Errorf("%s: chunk at %d: %w", b.chunksPath, cm.off, err)
 	}
-	ts := tb.Timestamps[base:]
-	if ts[0] != ch.minT || ts[len(ts)-1] != ch.maxT || (base > 0 && ts[0] <= tb.Timestamps[base-1]) {
+	if base > 0 && tb.Timestamps[base] <= tb.Timestamps[base-1] {
 		return fmt.Errorf("%s: chunk at %d: timestamps disagree with the header or the previous chunk: %w", b.chunksPath, cm.off, ErrCorrupt)
-	}
-	for i := 1; i < len(ts); i++ {
-		if ts[i] <= ts[i-1] {
-			return fmt.Errorf("%s: chunk at %d: timestamps not increasing: %w", b.chunksPath, cm.off, ErrCorrupt)
-		}
 	}
 	for i := 0; i < ch.ncols; i++ {
 		col, err := ch.column(i)
@@ -207,6 +186,34 @@ func (d *groupDecoder) chunk(b *Block, cm chunkMeta, tb *Table) error {
 		}
 	}
 	return nil
+}
+
+// appendTimestamps appends the timestamps of ch's rows to ts, checking them against its header.
+func appendTimestamps(ch chunkView, ts []int64, dec *encoding.TSDecoder) ([]int64, error) {
+	base := len(ts)
+	if ch.regular {
+		for i := 0; i < ch.rows; i++ {
+			ts = append(ts, ch.minT+int64(i)*ch.step)
+		}
+	} else {
+		dec.Reset(ch.tsData, ch.rows)
+		for i := 0; i < ch.rows; i++ {
+			if !dec.Next() {
+				return ts[:base], fmt.Errorf("timestamps: %w: %w", errOr(dec.Err()), ErrCorrupt)
+			}
+			ts = append(ts, dec.At())
+		}
+	}
+	rs := ts[base:]
+	if rs[0] != ch.minT || rs[len(rs)-1] != ch.maxT {
+		return ts[:base], fmt.Errorf("timestamps disagree with the header: %w", ErrCorrupt)
+	}
+	for i := 1; i < len(rs); i++ {
+		if rs[i] <= rs[i-1] {
+			return ts[:base], fmt.Errorf("timestamps not increasing: %w", ErrCorrupt)
+		}
+	}
+	return ts, nil
 }
 
 // column appends col's rows (offset by base) and values to its member's column of tb.
@@ -229,51 +236,67 @@ func (d *groupDecoder) column(ch chunkView, col colView, base int, tb *Table) er
 	}
 	c := &tb.Columns[k]
 	r0 := len(c.Rows)
-	switch col.presence {
-	case presAll:
-		for r := 0; r < ch.rows; r++ {
-			c.Rows = append(c.Rows, int32(base+r))
-		}
-	case presRun:
-		for r := col.runFirst; r < col.runFirst+col.count; r++ {
-			c.Rows = append(c.Rows, int32(base+r))
-		}
-	case presBitmap:
-		for r := 0; r < ch.rows; r++ {
-			if col.bitmap[r>>3]&(0x80>>uint(r&7)) != 0 {
-				c.Rows = append(c.Rows, int32(base+r))
-			}
-		}
+	var err error
+	if c.Rows, c.Values, err = d.cols.appendColumn(ch, col, base, c.Rows, c.Values); err != nil {
+		return err
 	}
 	if r0 > 0 && c.Rows[r0] <= c.Rows[r0-1] {
 		return fmt.Errorf("member %d: rows overlap the previous chunk: %w", col.member, ErrCorrupt)
 	}
+	return nil
+}
+
+// colDecoder decodes columns, reusing its value decoders.
+type colDecoder struct {
+	xor encoding.XORDecoder
+	dec encoding.DecimalDecoder
+}
+
+// appendColumn appends col's rows (offset by base) and values to rows and vals.
+func (d *colDecoder) appendColumn(ch chunkView, col colView, base int, rows []int32, vals []float64) ([]int32, []float64, error) {
+	r0, v0 := len(rows), len(vals)
+	switch col.presence {
+	case presAll:
+		for r := 0; r < ch.rows; r++ {
+			rows = append(rows, int32(base+r))
+		}
+	case presRun:
+		for r := col.runFirst; r < col.runFirst+col.count; r++ {
+			rows = append(rows, int32(base+r))
+		}
+	case presBitmap:
+		for r := 0; r < ch.rows; r++ {
+			if col.bitmap[r>>3]&(0x80>>uint(r&7)) != 0 {
+				rows = append(rows, int32(base+r))
+			}
+		}
+	}
 	switch col.enc {
 	case encConst:
 		for range col.count {
-			c.Values = append(c.Values, col.first)
+			vals = append(vals, col.first)
 		}
 	case encXOR:
 		d.xor.Reset(col.data, col.count)
 		for range col.count {
 			if !d.xor.Next() {
-				return fmt.Errorf("member %d: values: %w: %w", col.member, errOr(d.xor.Err()), ErrCorrupt)
+				return rows, vals, fmt.Errorf("member %d: values: %w: %w", col.member, errOr(d.xor.Err()), ErrCorrupt)
 			}
-			c.Values = append(c.Values, d.xor.At())
+			vals = append(vals, d.xor.At())
 		}
 	case encDecimal:
 		d.dec.Reset(col.data, col.count)
 		for range col.count {
 			if !d.dec.Next() {
-				return fmt.Errorf("member %d: values: %w: %w", col.member, errOr(d.dec.Err()), ErrCorrupt)
+				return rows, vals, fmt.Errorf("member %d: values: %w: %w", col.member, errOr(d.dec.Err()), ErrCorrupt)
 			}
-			c.Values = append(c.Values, d.dec.At())
+			vals = append(vals, d.dec.At())
 		}
 	}
-	if len(c.Values) != len(c.Rows) {
-		return fmt.Errorf("member %d: %d rows but %d values: %w", col.member, len(c.Rows), len(c.Values), ErrCorrupt)
+	if len(vals)-v0 != len(rows)-r0 {
+		return rows, vals, fmt.Errorf("member %d: %d rows but %d values: %w", col.member, len(rows)-r0, len(vals)-v0, ErrCorrupt)
 	}
-	return nil
+	return rows, vals, nil
 }
 
 // errOr returns err, or errShort when the decoder stopped without one.

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -76,12 +75,24 @@ func createFile(path string) (*countingWriter, error) {
 	return &countingWriter{f: f, w: bufio.NewWriterSize(f, 1<<20)}, nil
 }
 
+// testHookFS, when set by a test, observes the file system operations that
+// make a block durable, in order: "sync" of a file, "syncdir" of a directory,
+// "rename" (path is the destination).
+var testHookFS func(op, path string)
+
+func hookFS(op, path string) {
+	if testHookFS != nil {
+		testHookFS(op, path)
+	}
+}
+
 // finish flushes, fsyncs and closes the file.
 func (c *countingWriter) finish() error {
 	if err := c.w.Flush(); err != nil {
 		c.f.Close()
 		return err
 	}
+	hookFS("sync", c.f.Name())
 	if err := c.f.Sync(); err != nil {
 		c.f.Close()
 		return err
@@ -95,11 +106,19 @@ func (c *countingWriter) finish() error {
 // locations are kept in memory. Every timestamp must lie in [mint, maxt),
 // group keys and series labels must be unique, and a member's samples in
 // different tables must not share a timestamp (not checked). Everything is
-// written to dir/<ulid>.tmp-for-creation, fsynced, and renamed into place when
-// complete; on error the temporary directory is removed, but a crash may
-// leave it behind: CleanupTmp removes such leftovers and Open never sees them
+// written to dir/<ulid>.tmp-for-creation; every file and then that directory
+// are fsynced, it is renamed into place and dir is fsynced, as Prometheus
+// does. On error the temporary directory is removed, but a crash may leave
+// it behind: CleanupTmp removes such leftovers and Open never sees them
 // (meta.json is written last).
 func Write(dir string, mint, maxt int64, src GroupSource, opts WriteOptions) (Meta, error) {
+	return WriteStream(dir, mint, maxt, func(gw *GroupWriter) error { return src(gw.addGroup) }, opts)
+}
+
+// WriteStream is Write for a source that writes its groups through a
+// GroupWriter, chunk by chunk, instead of yielding them whole: memory then
+// holds one chunk's encoding, not a group's samples.
+func WriteStream(dir string, mint, maxt int64, src func(*GroupWriter) error, opts WriteOptions) (Meta, error) {
 	if opts.ChunkRows <= 0 {
 		opts.ChunkRows = DefaultChunkRows
 	}
@@ -131,7 +150,11 @@ func Write(dir string, mint, maxt int64, src GroupSource, opts WriteOptions) (Me
 	}
 	w := &blockWriter{dir: tmp, mint: mint, maxt: maxt, opts: opts, meta: &meta}
 	w.enc.maxScale = opts.MaxDecimalScale
-	if err := w.write(src); err != nil {
+	err := w.write(src)
+	if err == nil {
+		err = syncDir(tmp) // the files' directory entries, before the directory gets its name
+	}
+	if err != nil {
 		if w.chunks != nil {
 			w.chunks.f.Close()
 		}
@@ -140,6 +163,7 @@ func Write(dir string, mint, maxt int64, src GroupSource, opts WriteOptions) (Me
 		}
 		return meta, fmt.Errorf("write block %s: %w", final, err)
 	}
+	hookFS("rename", final)
 	if err := os.Rename(tmp, final); err != nil {
 		os.RemoveAll(tmp)
 		return meta, fmt.Errorf("write block: %w", err)
@@ -171,11 +195,15 @@ func syncDir(dir string) error {
 	if err != nil {
 		return err
 	}
+	hookFS("syncdir", dir)
 	err = d.Sync()
 	if cerr := d.Close(); err == nil {
 		err = cerr
 	}
-	return err
+	if err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
 }
 
 // blockWriter holds the state of one Write.
@@ -187,13 +215,9 @@ type blockWriter struct {
 	chunks     *countingWriter
 	enc        chunkEncoder
 	groups     []groupRec
-	body, head []byte
-	cols       []colInput
-	rel        []int32
-	pos        []int
 }
 
-func (w *blockWriter) write(src GroupSource) error {
+func (w *blockWriter) write(src func(*GroupWriter) error) error {
 	var err error
 	path := filepath.Join(w.dir, ChunksFilename)
 	if w.chunks, err = createFile(path); err != nil {
@@ -205,8 +229,12 @@ func (w *blockWriter) write(src GroupSource) error {
 	if _, err := w.chunks.Write(hdr[:]); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	if err := src(w.addGroup); err != nil {
+	gw := &GroupWriter{w: w}
+	if err := src(gw); err != nil {
 		return err
+	}
+	if gw.gr != nil {
+		return fmt.Errorf("group %q not ended", gw.gr.key)
 	}
 	var toc [20]byte
 	binary.BigEndian.PutUint64(toc[0:], w.chunks.off)
@@ -249,72 +277,6 @@ func writeMeta(path string, m *Meta) error {
 	return nil
 }
 
-// addGroup validates a group and writes its chunks.
-func (w *blockWriter) addGroup(g *Group) error {
-	for ti := range g.Tables {
-		if err := w.validate(g, ti); err != nil {
-			return err
-		}
-	}
-	g = realign(g)
-	gr := groupRec{key: g.Key, members: make([]labels.Labels, len(g.Members))}
-	for i, l := range g.Members {
-		gr.members[i] = l.Copy()
-	}
-	gr.memberTables = make([][]memberTable, len(g.Members))
-	for ti := range g.Tables {
-		tb := &g.Tables[ti]
-		var cms []chunkMeta
-		w.pos = append(w.pos[:0], make([]int, len(tb.Columns))...)
-		for r0, r1 := 0, 0; r0 < len(tb.Timestamps); r0 = r1 {
-			r1 = chunkEnd(r0, len(tb.Timestamps), w.opts.ChunkRows)
-			w.cols, w.rel = w.cols[:0], w.rel[:0]
-			for ci := range tb.Columns {
-				c := &tb.Columns[ci]
-				p := w.pos[ci]
-				q := p
-				for q < len(c.Rows) && int(c.Rows[q]) < r1 {
-					q++
-				}
-				w.pos[ci] = q
-				if q == p {
-					continue
-				}
-				s := len(w.rel)
-				for _, r := range c.Rows[p:q] {
-					w.rel = append(w.rel, r-int32(r0))
-				}
-				w.cols = append(w.cols, colInput{member: c.Member, rows: w.rel[s:len(w.rel):len(w.rel)], vals: c.Values[p:q]})
-				w.meta.Stats.NumSamples += uint64(q - p)
-			}
-			if len(w.cols) == 0 {
-				continue
-			}
-			sortColumns(w.cols)
-			ts := tb.Timestamps[r0:r1]
-			off, err := w.writeChunk(ts)
-			if err != nil {
-				return err
-			}
-			ci := len(cms)
-			cms = append(cms, chunkMeta{minT: ts[0], maxT: ts[len(ts)-1], off: off})
-			for _, c := range w.cols {
-				mt := gr.memberTables[c.member]
-				if n := len(mt); n > 0 && mt[n-1].table == ti {
-					mt[n-1].last = ci
-				} else {
-					gr.memberTables[c.member] = append(mt, memberTable{table: ti, first: ci, last: ci})
-				}
-			}
-		}
-		gr.tables = append(gr.tables, cms)
-	}
-	w.meta.Stats.NumGroups++
-	w.meta.Stats.NumSeries += uint64(len(g.Members))
-	w.groups = append(w.groups, gr)
-	return nil
-}
-
 // chunkEnd returns the end (exclusive) of the chunk that starts at row r0 of
 // a table of n rows: chunkRows rows later, or n when fewer than a quarter of
 // chunkRows would be left for a last chunk (a chunk's header, directory and
@@ -327,46 +289,19 @@ func chunkEnd(r0, n, chunkRows int) int {
 	return r1
 }
 
-// validate checks table ti of g.
-func (w *blockWriter) validate(g *Group, ti int) error {
-	tb := &g.Tables[ti]
-	for i, t := range tb.Timestamps {
-		if t < w.mint || t >= w.maxt {
-			return fmt.Errorf("group %q table %d: timestamp %d outside [%d, %d)", g.Key, ti, t, w.mint, w.maxt)
-		}
-		if i > 0 && t <= tb.Timestamps[i-1] {
-			return fmt.Errorf("group %q table %d: timestamps not strictly increasing at row %d", g.Key, ti, i)
-		}
-	}
-	seen := make(map[int]bool, len(tb.Columns))
-	for _, c := range tb.Columns {
-		if c.Member < 0 || c.Member >= len(g.Members) || seen[c.Member] {
-			return fmt.Errorf("group %q table %d: bad or repeated member %d", g.Key, ti, c.Member)
-		}
-		seen[c.Member] = true
-		if len(c.Rows) != len(c.Values) {
-			return fmt.Errorf("group %q table %d member %d: %d rows but %d values", g.Key, ti, c.Member, len(c.Rows), len(c.Values))
-		}
-		for i, r := range c.Rows {
-			if r < 0 || int(r) >= len(tb.Timestamps) || (i > 0 && r <= c.Rows[i-1]) {
-				return fmt.Errorf("group %q table %d member %d: bad row %d at %d", g.Key, ti, c.Member, r, i)
-			}
-		}
-	}
-	return nil
-}
-
-// writeChunk encodes w.cols over ts and appends the chunk to the chunks file, returning its offset.
-func (w *blockWriter) writeChunk(ts []int64) (uint64, error) {
+// writeChunk appends the chunk w.enc holds (begun, columns added) to the chunks file and returns its offset.
+func (w *blockWriter) writeChunk() (uint64, error) {
 	if w.opts.failAfter > 0 && w.meta.Stats.NumChunks >= uint64(w.opts.failAfter) {
 		return 0, errInjected
 	}
-	w.body = w.enc.encode(w.body[:0], ts, w.cols)
-	w.head = binary.AppendUvarint(w.head[:0], uint64(len(w.body)))
+	w.enc.finish()
+	head, area := w.enc.head, w.enc.area
+	var lenBuf [binary.MaxVarintLen64]byte
+	k := binary.PutUvarint(lenBuf[:], uint64(len(head)+len(area)))
 	off := w.chunks.off
 	var crc [4]byte
-	binary.BigEndian.PutUint32(crc[:], crc32.Checksum(w.body, castagnoli))
-	for _, b := range [][]byte{w.head, w.body, crc[:]} {
+	binary.BigEndian.PutUint32(crc[:], crc32.Update(crc32.Checksum(head, castagnoli), castagnoli, area))
+	for _, b := range [][]byte{lenBuf[:k], head, area, crc[:]} {
 		if _, err := w.chunks.Write(b); err != nil {
 			return 0, fmt.Errorf("%s: %w", filepath.Join(w.dir, ChunksFilename), err)
 		}
@@ -376,4 +311,3 @@ func (w *blockWriter) writeChunk(ts []int64) (uint64, error) {
 }
 
 var _ io.Writer = (*countingWriter)(nil)
-var _ = math.MaxInt64
