@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"strconv"
 	"strings"
@@ -38,6 +39,7 @@ type Engine struct {
 	workers   int
 	useST     bool
 	perSeries bool
+	logger    *slog.Logger
 
 	evaluated, fallbacks atomic.Int64
 }
@@ -66,7 +68,11 @@ func NewEngine(opts promql.EngineOpts, o Options) *Engine {
 	// right only when the engine drops metric names right away.
 	perSeries := !opts.EnableDelayedNameRemoval
 	rw := &rewriter{Parser: base, want: map[string]int{}, perSeries: perSeries}
-	e := &Engine{parser: rw, lookback: opts.LookbackDelta, max: opts.MaxSamples, workers: max(o.Workers, 1), useST: opts.UseStartTimestamps, perSeries: perSeries}
+	e := &Engine{parser: rw, lookback: opts.LookbackDelta, max: opts.MaxSamples, workers: max(o.Workers, 1), useST: opts.UseStartTimestamps, perSeries: perSeries,
+		logger: opts.Logger}
+	if e.logger == nil {
+		e.logger = slog.New(slog.DiscardHandler)
+	}
 	if e.lookback <= 0 {
 		e.lookback = defaultLookback
 	}
@@ -234,6 +240,12 @@ func (q *queryable) evaluate(ctx context.Context, n *node) storage.SeriesSet {
 		q.e.evaluated.Add(1)
 	}
 	if err != nil {
+		var wp *workerPanic
+		if errors.As(err, &wp) {
+			q.e.logger.Error("push-down evaluation panicked: the query fails, the process goes on",
+				"query", q.query, "panic", fmt.Sprint(wp.val), "stack", string(wp.stack))
+			err = promql.ErrStorage{Err: err} // an internal error (HTTP 500), not the query's
+		}
 		return storage.ErrSeriesSet(err)
 	}
 	return &seriesSet{list: out, i: -1, warn: annos}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 
@@ -228,6 +229,13 @@ func run(ctx context.Context, series []storage.Series, gr groups, n *node, g gri
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// A panic here would end the process (no HTTP handler or
+			// engine recovers another goroutine's): it fails the query.
+			defer func() {
+				if r := recover(); r != nil {
+					w.err = &workerPanic{val: r, stack: debug.Stack()}
+				}
+			}()
 			w.err = w.runSeries(ctx, series[lo:hi], gr.of[lo:hi])
 		}()
 	}
