@@ -295,6 +295,15 @@ func (db *DB) Head() *Head { return db.head }
 // Ready reports whether start-up (WAL replay) has finished.
 func (db *DB) Ready() bool { return db != nil && db.head.Ready() }
 
+// Writable returns nil while writes can be made durable, else why not (an
+// error wrapping ErrUnavailable).
+func (db *DB) Writable() error {
+	if db == nil {
+		return nil
+	}
+	return db.head.Writable()
+}
+
 // Blocks returns the metas of the blocks, oldest first.
 func (db *DB) Blocks() []block.Meta {
 	db.mu.RLock()
@@ -441,19 +450,25 @@ func (db *DB) Flush(all bool) error {
 		if hmin > hmax {
 			break
 		}
-		mint := hmin - ((hmin%rng)+rng)%rng
-		maxt := mint + rng
-		if !all && hmax-hmin <= rng+rng/2 {
+		if !all && !spanExceeds(hmin, hmax, rng+rng/2) {
 			break // as Prometheus: the samples span at most 1.5 ranges
 		}
+		mint := rangeStart(hmin, rng)
+		maxt := mint + rng
 		start := time.Now()
-		if err := db.flushRange(mint, maxt); err != nil {
+		empty, err := db.flushRange(mint, maxt)
+		if err != nil {
 			db.metrics.flushFailures.Inc()
 			return err
 		}
 		db.metrics.flushes.Inc()
 		db.metrics.flushDuration.Observe(time.Since(start).Seconds())
 		flushed = true
+		if empty {
+			// Nothing was in the range: go straight to the next one that
+			// holds data instead of walking empty ranges one by one.
+			db.head.resetMinT(maxt)
+		}
 	}
 	late, err := db.flushLate(rng)
 	if err != nil {
@@ -542,7 +557,9 @@ func (db *DB) flushLate(rng int64) (bool, error) {
 	return true, nil
 }
 
-func (db *DB) flushRange(mint, maxt int64) error {
+// flushRange writes the head's range [mint, maxt) as a block and drops it
+// from the head; empty reports that the range held nothing (no block is kept).
+func (db *DB) flushRange(mint, maxt int64) (empty bool, err error) {
 	// From here on the range is closed: late samples for it are refused.
 	db.head.RaiseMinValid(maxt)
 	// The exemplars the ring holds for the range go into the block; those
@@ -555,13 +572,19 @@ func (db *DB) flushRange(mint, maxt int64) error {
 		return err
 	}, block.WriteOptions{Exemplars: db.exemplarSource(exs)})
 	if err != nil {
-		return fmt.Errorf("flush [%d, %d): %w", mint, maxt, err)
+		return false, fmt.Errorf("flush [%d, %d): %w", mint, maxt, err)
 	}
-	if meta.Stats.NumSamples > 0 || meta.Stats.NumExemplars > 0 {
+	empty = meta.Stats.NumSamples == 0 && meta.Stats.NumExemplars == 0
+	if empty {
+		// An empty range leaves no block behind.
+		if err := os.RemoveAll(filepath.Join(db.dir, meta.ULID)); err != nil {
+			return false, fmt.Errorf("remove empty block of [%d, %d): %w", mint, maxt, err)
+		}
+	} else {
 		p := filepath.Join(db.dir, meta.ULID)
 		b, err := block.Open(p)
 		if err != nil {
-			return fmt.Errorf("open flushed block %s: %w", p, err)
+			return false, fmt.Errorf("open flushed block %s: %w", p, err)
 		}
 		db.mu.Lock()
 		db.blocks = append(db.blocks, &dbBlock{Block: b, dir: p})
@@ -579,7 +602,7 @@ func (db *DB) flushRange(mint, maxt int64) error {
 	db.head.Truncate(maxt)
 	db.head.dropLate(exportedLate)
 	db.head.exemplars.remove(exs)
-	return nil
+	return empty, nil
 }
 
 // Snapshot writes a consistent copy of the storage into dir: hard links to

@@ -59,6 +59,10 @@ type Options struct {
 	// already flushed) up to this age relative to the wall clock; they go to
 	// out-of-order blocks. 0 refuses them as too old.
 	LateMaxAge time.Duration
+	// MaxSampleAge refuses samples older than this behind the wall clock,
+	// whether or not blocks exist (0: no bound but what a block range can
+	// hold; cmd/tandem defaults it to the larger of LateMaxAge and BlockRange).
+	MaxSampleAge time.Duration
 	// HAReplicaLabel names the label that tells the replicas of an HA pair
 	// apart (removed from stored series); "" disables deduplication.
 	HAReplicaLabel string
@@ -195,6 +199,7 @@ type Head struct {
 
 	commitPool sync.Pool
 	ready      atomic.Bool
+	health     walHealth
 	counters   headCounters
 	metrics    *headMetrics
 }
@@ -286,6 +291,7 @@ func Open(dir string, opts Options) (*Head, error) {
 	h.logger.Info("WAL replayed", "records", n, "series", h.counters.series.Load(),
 		"groups", h.counters.groups.Load(), "duration", time.Since(start))
 	h.ready.Store(true)
+	h.startProber()
 	return h, nil
 }
 
@@ -308,6 +314,7 @@ func (h *Head) Close() error {
 		return nil
 	}
 	defer h.lock.release()
+	h.stopProber()
 	h.chunks.close()
 	if err := h.wal.Close(); err != nil {
 		return fmt.Errorf("close WAL: %w", err)
@@ -541,6 +548,7 @@ type commitState struct {
 	order   []int
 	commit  record.Commit
 	buf     []byte
+	fresh   int // samples of commit new to the head (the others were resent)
 }
 
 // AppendBatch writes a batch: each group's samples are placed under that
@@ -552,11 +560,15 @@ type commitState struct {
 // series it drops (an HA replica that is not elected).
 func (h *Head) AppendBatch(_ context.Context, b *Batch) (AppendResult, error) {
 	var res AppendResult
+	if err := h.Writable(); err != nil {
+		return res, err
+	}
 	h.gcMu.RLock()
 	defer h.gcMu.RUnlock()
 	cs := h.commitPool.Get().(*commitState)
 	defer h.commitPool.Put(cs)
 	cs.commit.Reset()
+	cs.fresh = 0
 	cs.series = cs.series[:0]
 	cs.replica = cs.replica[:0]
 	cs.order = cs.order[:0]
@@ -628,73 +640,15 @@ func (h *Head) AppendBatch(_ context.Context, b *Batch) (AppendResult, error) {
 		return 1
 	})
 	now := h.opts.Now()
-	maxT := now + h.opts.MaxFutureSkew.Milliseconds()
-	ao := h.appendOpts()
-	lateMin := int64(math.MaxInt64)
+	lim := timeLimits{floor: h.opts.acceptFloor(now), ceiling: h.opts.acceptCeiling(now), lateMin: math.MaxInt64}
 	if h.opts.LateMaxAge > 0 {
-		lateMin = now - h.opts.LateMaxAge.Milliseconds()
+		lim.lateMin = subSat(now, h.opts.LateMaxAge.Milliseconds())
 	}
-	var lo, hi int64 = math.MaxInt64, math.MinInt64
+	ao := h.appendOpts()
+	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
 	for k := 0; k < len(cs.order); {
 		g := cs.series[cs.order[k]].g
-		g.mu.Lock()
-		g.lastAppend = now
-		// Read under the group lock: a flush raises it before capturing the
-		// group, so nothing lands in a range after it was captured.
-		minValid := h.minValid.Load()
-		for ; k < len(cs.order) && cs.series[cs.order[k]].g == g; k++ {
-			s := cs.series[cs.order[k]]
-			haCutoff := int64(math.MinInt64)
-			if i := cs.order[k]; i < len(cs.replica) && cs.replica[i] != "" {
-				keep, cutoff := g.haAccept(cs.replica[i], now, h.opts.HAFailoverTimeout.Milliseconds())
-				if !keep {
-					// The other replica of the pair is active: these samples are
-					// already written by it (accepted, not stored again).
-					n := len(b.Series[i].Samples)
-					res.SamplesWritten += n
-					res.ExemplarsWritten += len(b.Series[i].Exemplars)
-					b.Series[i].Exemplars = nil // nor are its exemplars
-					h.counters.haDeduped.Add(int64(n))
-					continue
-				}
-				haCutoff = cutoff
-			}
-			for _, smp := range b.Series[cs.order[k]].Samples {
-				if smp.T <= haCutoff {
-					// Failover: the old replica already wrote up to the cutoff.
-					res.SamplesWritten++
-					h.counters.haDeduped.Add(1)
-					continue
-				}
-				if smp.T > maxT {
-					res.Reject(ErrTooFarInFuture, 1, fmt.Sprintf("series %s at %d", s.lset, smp.T))
-					continue
-				}
-				var err error
-				if smp.T < minValid {
-					if smp.T < lateMin {
-						res.Reject(ErrTooOldSample, 1, fmt.Sprintf("series %s at %d (older than --storage.late-max-age)", s.lset, smp.T))
-						continue
-					}
-					err = g.appendLate(s, smp.T, smp.V, &h.counters)
-				} else {
-					err = g.append(s, smp.T, smp.V, ao, &h.counters)
-				}
-				switch {
-				case err == nil:
-					cs.commit.Samples = append(cs.commit.Samples, record.RefSample{Ref: s.ref, T: smp.T, V: smp.V})
-					lo, hi = min(lo, smp.T), max(hi, smp.T)
-					if !s.logged() && (len(cs.commit.Series) == 0 || cs.commit.Series[len(cs.commit.Series)-1].Ref != s.ref) {
-						cs.commit.Series = append(cs.commit.Series, record.RefSeries{Ref: s.ref, Labels: s.lset})
-					}
-				case err == errDupSame:
-					res.SamplesWritten++
-				default:
-					res.Reject(err, 1, fmt.Sprintf("series %s at %d", s.lset, smp.T))
-				}
-			}
-		}
-		g.mu.Unlock()
+		k = h.appendGroup(g, b, cs, k, now, lim, ao, &res, &lo, &hi)
 	}
 	for _, i := range cs.order {
 		bs := &b.Series[i]
@@ -703,11 +657,9 @@ func (h *Head) AppendBatch(_ context.Context, b *Batch) (AppendResult, error) {
 		}
 		s := cs.series[i]
 		for _, e := range bs.Exemplars {
-			written, isNew := h.exemplars.add(s, e)
-			if written {
+			// Logged when stored and when resent (as resent samples are).
+			if written, _ := h.exemplars.add(s, e); written {
 				res.ExemplarsWritten++
-			}
-			if isNew {
 				cs.commit.Exemplars = append(cs.commit.Exemplars, record.RefExemplar{Ref: s.ref, T: e.T, V: e.V, Labels: e.Labels})
 				if !s.logged() {
 					cs.commit.Series = append(cs.commit.Series, record.RefSeries{Ref: s.ref, Labels: s.lset})
@@ -721,24 +673,112 @@ func (h *Head) AppendBatch(_ context.Context, b *Batch) (AppendResult, error) {
 		}
 	}
 	res.SamplesWritten += len(cs.commit.Samples)
+	// The samples are in memory whether or not the record below is written:
+	// flushes must see them (a retry logs them).
+	h.updateBounds(lo, hi)
 	if len(cs.commit.Samples) == 0 && len(cs.commit.Metadata) == 0 && len(cs.commit.Exemplars) == 0 {
 		h.metrics.observeRejections(&res)
 		return res, nil
 	}
 	cs.buf = cs.commit.Encode(cs.buf[:0])
-	if err := h.wal.Log(cs.buf); err != nil {
-		res.SamplesWritten = 0
-		return res, fmt.Errorf("write WAL record: %w", err)
+	if err := h.logRecord(cs.buf); err != nil {
+		res.SamplesWritten, res.ExemplarsWritten = 0, 0
+		return res, err
 	}
 	for _, rs := range cs.commit.Series {
 		if s := h.seriesByRef(rs.Ref); s != nil {
 			s.flags.Or(seriesLogged)
 		}
 	}
-	h.updateBounds(lo, hi)
-	h.counters.appended.Add(int64(len(cs.commit.Samples)))
+	h.counters.appended.Add(int64(cs.fresh))
 	h.metrics.observeRejections(&res)
 	return res, nil
+}
+
+// testHookAppendGroup, set by tests, runs under each group's lock in appendGroup.
+var testHookAppendGroup func(*group)
+
+// timeLimits bound the timestamps one batch accepts.
+type timeLimits struct {
+	floor, ceiling int64 // oldest and newest accepted timestamp
+	lateMin        int64 // oldest accepted timestamp older than the head (for out-of-order blocks)
+}
+
+// appendGroup places the samples of the batch series cs.order[k:] that belong
+// to group g, under g's lock, and returns the index of the first series of
+// the next group. The lock is released even if placing panics.
+func (h *Head) appendGroup(g *group, b *Batch, cs *commitState, k int, now int64, lim timeLimits, ao appendOpts, res *AppendResult, lo, hi *int64) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if testHookAppendGroup != nil {
+		testHookAppendGroup(g)
+	}
+	g.lastAppend = now
+	// Read under the group lock: a flush raises it before capturing the
+	// group, so nothing lands in a range after it was captured.
+	minValid := h.minValid.Load()
+	for ; k < len(cs.order) && cs.series[cs.order[k]].g == g; k++ {
+		i := cs.order[k]
+		s := cs.series[i]
+		haCutoff := int64(math.MinInt64)
+		if i < len(cs.replica) && cs.replica[i] != "" {
+			keep, cutoff := g.haAccept(cs.replica[i], now, h.opts.HAFailoverTimeout.Milliseconds())
+			if !keep {
+				// The other replica of the pair is active: these samples are
+				// already written by it (accepted, not stored again).
+				n := len(b.Series[i].Samples)
+				res.SamplesWritten += n
+				res.ExemplarsWritten += len(b.Series[i].Exemplars)
+				b.Series[i].Exemplars = nil // nor are its exemplars
+				h.counters.haDeduped.Add(int64(n))
+				continue
+			}
+			haCutoff = cutoff
+		}
+		for _, smp := range b.Series[i].Samples {
+			if smp.T > lim.ceiling {
+				res.Reject(ErrTooFarInFuture, 1, fmt.Sprintf("series %s at %d (more than --storage.max-future-skew ahead of the clock)", s.lset, smp.T))
+				continue
+			}
+			if smp.T < lim.floor {
+				res.Reject(ErrTooOldSample, 1, fmt.Sprintf("series %s at %d (older than --storage.max-sample-age behind the clock)", s.lset, smp.T))
+				continue
+			}
+			if smp.T <= haCutoff {
+				// Failover: the old replica already wrote up to the cutoff.
+				res.SamplesWritten++
+				h.counters.haDeduped.Add(1)
+				continue
+			}
+			var err error
+			if smp.T < minValid {
+				if smp.T < lim.lateMin {
+					res.Reject(ErrTooOldSample, 1, fmt.Sprintf("series %s at %d (its range is in a block, and it is older than --storage.late-max-age)", s.lset, smp.T))
+					continue
+				}
+				err = g.appendLate(s, smp.T, smp.V, &h.counters)
+			} else {
+				err = g.append(s, smp.T, smp.V, ao, &h.counters)
+			}
+			switch err {
+			case nil:
+				cs.fresh++
+			case errDupSame:
+				// A resent sample, already in memory: logged again all the
+				// same, since the request that placed it may have failed to
+				// log it (full disk) and this retry is what gets acknowledged.
+			default:
+				res.Reject(err, 1, fmt.Sprintf("series %s at %d", s.lset, smp.T))
+				continue
+			}
+			cs.commit.Samples = append(cs.commit.Samples, record.RefSample{Ref: s.ref, T: smp.T, V: smp.V})
+			*lo, *hi = min(*lo, smp.T), max(*hi, smp.T)
+			if !s.logged() && (len(cs.commit.Series) == 0 || cs.commit.Series[len(cs.commit.Series)-1].Ref != s.ref) {
+				cs.commit.Series = append(cs.commit.Series, record.RefSeries{Ref: s.ref, Labels: s.lset})
+			}
+		}
+	}
+	return k
 }
 
 func groupLess(a, b *group) bool { return a.id < b.id }
@@ -850,6 +890,12 @@ func (h *Head) replay() (int, error) {
 			s := h.seriesByRef(smp.Ref)
 			if s == nil {
 				return fmt.Errorf("record %d: sample for unknown series %d", n, smp.Ref)
+			}
+			if smp.T < minPlaceable || smp.T > maxPlaceable {
+				// Logged before timestamps were bounded; no block range can
+				// hold it (it would stop flushes).
+				dropped++
+				continue
 			}
 			s.g.mu.Lock()
 			var err error

@@ -66,6 +66,15 @@ func newHeadMetrics(h *Head, reg prometheus.Registerer) *headMetrics {
 			}
 			return 0
 		}),
+		gauge("tandem_head_writable", "1 while the WAL takes records; 0 while writes are refused with 503 because it cannot be written (full disk, I/O error).", func() float64 {
+			if h.health.failing.Load() {
+				return 0
+			}
+			return 1
+		}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "tandem_head_wal_write_failures_total", Help: "WAL records (batches and probes) that could not be written; their batches were answered 503.",
+		}, func() float64 { return float64(h.health.failures.Load()) }),
 		gauge("tandem_head_ready", "1 once WAL replay has finished.", func() float64 {
 			if h.ready.Load() {
 				return 1

@@ -29,6 +29,13 @@ func (a *atomicHead) ready() bool {
 	return a.h.Ready()
 }
 
+// writable returns why writes are refused, nil while they are accepted.
+func (a *atomicHead) writable() error {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return a.h.Writable()
+}
+
 func (a *atomicHead) api() http.Handler {
 	a.mu.RLock()
 	defer a.mu.RUnlock()

@@ -56,6 +56,7 @@ type config struct {
 	maxFutureSkew time.Duration
 	oooWindow     time.Duration
 	lateMaxAge    time.Duration
+	maxSampleAge  time.Duration
 	haCluster     string
 	haReplica     string
 	haFailover    time.Duration
@@ -127,6 +128,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	durationVar(fs, &c.maxFutureSkew, "storage.max-future-skew", def.MaxFutureSkew, "Reject samples further than this ahead of the wall clock.")
 	durationVar(fs, &c.oooWindow, "storage.out-of-order-window", def.OutOfOrderWindow, "Per group, accept samples this far behind the group's newest timestamp in any order; 0 refuses out-of-order samples.")
 	durationVar(fs, &c.lateMaxAge, "storage.late-max-age", def.LateMaxAge, "Accept samples for time ranges already flushed to blocks up to this age (written to out-of-order blocks); 0 refuses them as too old.")
+	durationVar(fs, &c.maxSampleAge, "storage.max-sample-age", 0, "Reject samples older than this behind the wall clock, blocks or not; 0 means the larger of --storage.late-max-age and --storage.tsdb.block-range.")
 	fs.IntVar(&c.maxExemplars, "storage.exemplars.max", def.MaxExemplars, "Exemplars kept (the newest; logged in the WAL, kept across restarts); 0 stores none.")
 	fs.IntVar(&c.inferStale, "storage.infer-staleness-after", 0, "Write a staleness marker for a series missing from this many consecutive rows of its group (for senders without staleness markers); 0 disables.")
 	fs.StringVar(&c.haCluster, "ha.cluster-label", "cluster", "Label naming an HA pair's cluster; part of the group key.")
@@ -367,6 +369,7 @@ func runServer(c *config, logger *slog.Logger) error {
 	opts.MaxFutureSkew = c.maxFutureSkew
 	opts.OutOfOrderWindow = c.oooWindow
 	opts.LateMaxAge = c.lateMaxAge
+	opts.MaxSampleAge = c.maxSampleAge
 	opts.InferStalenessRows = c.inferStale
 	opts.MaxExemplars = c.maxExemplars
 	opts.HAReplicaLabel = c.haReplica
@@ -378,6 +381,9 @@ func runServer(c *config, logger *slog.Logger) error {
 	opts.WALSyncInterval = c.walSync
 	opts.WALSegmentSize = c.walSegment
 	opts.BlockRange = c.blockRange
+	if opts.MaxSampleAge <= 0 {
+		opts.MaxSampleAge = max(opts.LateMaxAge, opts.BlockRange)
+	}
 	opts.Logger = logger
 	opts.Registerer = reg
 
@@ -423,6 +429,11 @@ func runServer(c *config, logger *slog.Logger) error {
 	mux.HandleFunc("/-/ready", func(w http.ResponseWriter, _ *http.Request) {
 		if !head.ready() {
 			http.Error(w, "tandem is not ready: replaying the WAL.", http.StatusServiceUnavailable)
+			return
+		}
+		if err := head.writable(); err != nil {
+			// Writes are refused (503) until the WAL can be written again.
+			http.Error(w, "tandem is not ready: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprintln(w, "tandem is ready.")
