@@ -3,7 +3,10 @@ package tsdb
 import (
 	"cmp"
 	"context"
+	"errors"
+	"fmt"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"sync"
@@ -52,6 +55,10 @@ func (q *querier) Select(ctx context.Context, sortSeries bool, hints *storage.Se
 	sortByGroup(list)
 	out, err := snapshotAll(ctx, list, mint, maxt, lastOnly)
 	if err != nil {
+		var sp *snapshotPanic
+		if errors.As(err, &sp) {
+			q.h.logger.Error("head snapshot panicked: the query fails, the process goes on", "panic", fmt.Sprint(sp.val), "stack", string(sp.stack))
+		}
 		return storage.ErrSeriesSet(err)
 	}
 	if sortSeries || limit > 0 {
@@ -100,9 +107,13 @@ const parallelSnapshotMin = 4096
 
 // snapshotAll snapshots list (sorted by group) in that order, group by group
 // under each group's lock.
-func snapshotAll(ctx context.Context, list []*memSeries, mint, maxt int64, lastOnly bool) ([]*headSeries, error) {
+// A panic while snapshotting becomes the error (a *snapshotPanic) of the
+// query: on another goroutine nothing else would recover it, and the
+// process would end.
+func snapshotAll(ctx context.Context, list []*memSeries, mint, maxt int64, lastOnly bool) (_ []*headSeries, err error) {
 	p := runtime.GOMAXPROCS(0)
 	if p < 2 || len(list) < parallelSnapshotMin {
+		defer recoverSnapshot(&err)
 		return snapshotRun(ctx, list, mint, maxt, lastOnly)
 	}
 	p = min(p, 4)
@@ -125,6 +136,7 @@ func snapshotAll(ctx context.Context, list []*memSeries, mint, maxt int64, lastO
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer recoverSnapshot(&errs[i])
 			parts[i], errs[i] = snapshotRun(ctx, list[bounds[i]:bounds[i+1]], mint, maxt, lastOnly)
 		}()
 	}
@@ -160,24 +172,49 @@ func snapshotRun(ctx context.Context, list []*memSeries, mint, maxt int64, lastO
 		if i+1 < len(list) && list[i+1].g == g {
 			shared = newSnapCache()
 		}
-		g.mu.Lock()
-		for ; i < len(list) && list[i].g == g; i++ {
-			if lastOnly {
-				if one, in, ok := list[i].lastSample(mint, maxt); ok {
-					if in {
-						last = append(last, headSeries{lset: list[i].lset, one: one, mint: mint, maxt: maxt})
-						out = append(out, &last[len(last)-1])
+		// The group is unlocked even if snapshotting it panics.
+		func() {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			if snapshotGroupHook != nil {
+				snapshotGroupHook(g)
+			}
+			for ; i < len(list) && list[i].g == g; i++ {
+				if lastOnly {
+					if one, in, ok := list[i].lastSample(mint, maxt); ok {
+						if in {
+							last = append(last, headSeries{lset: list[i].lset, one: one, mint: mint, maxt: maxt})
+							out = append(out, &last[len(last)-1])
+						}
+						continue
 					}
-					continue
+				}
+				if d := g.snapshotShared(list[i], mint, maxt, shared); !d.empty() {
+					out = append(out, &headSeries{lset: list[i].lset, d: d})
 				}
 			}
-			if d := g.snapshotShared(list[i], mint, maxt, shared); !d.empty() {
-				out = append(out, &headSeries{lset: list[i].lset, d: d})
-			}
-		}
-		g.mu.Unlock()
+		}()
 	}
 	return out, nil
+}
+
+// snapshotGroupHook, when set (by tests), runs with each group locked before
+// snapshotRun reads it.
+var snapshotGroupHook func(*group)
+
+// snapshotPanic is the error of a head snapshot that panicked.
+type snapshotPanic struct {
+	val   any    // what was passed to panic
+	stack []byte // where
+}
+
+func (p *snapshotPanic) Error() string { return fmt.Sprintf("head snapshot panicked: %v", p.val) }
+
+// recoverSnapshot, deferred, turns a panic into *err.
+func recoverSnapshot(err *error) {
+	if r := recover(); r != nil {
+		*err = &snapshotPanic{val: r, stack: debug.Stack()}
+	}
 }
 
 // HintLastSample, as storage.SelectHints.Func, tells the head's querier that
