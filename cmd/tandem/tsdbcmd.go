@@ -9,24 +9,30 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 
 	"github.com/oklog/ulid/v2"
 
 	"github.com/tandem-tsdb/tandem/tsdb/block"
+	"github.com/tandem-tsdb/tandem/tsdb/wal"
 )
 
-// runTSDB implements `tandem tsdb inspect|verify`: offline tools over a data directory.
+// runTSDB implements `tandem tsdb inspect|verify|repair`: offline tools over a data directory.
 func runTSDB(args []string, out io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("usage: tandem tsdb inspect|verify [--storage.path=./data] [--groups]")
+		return errors.New("usage: tandem tsdb inspect|verify|repair [--storage.path=./data] [--groups] [--dry-run]")
 	}
 	cmd := args[0]
 	fs := flag.NewFlagSet("tandem tsdb "+cmd, flag.ContinueOnError)
 	path := fs.String("storage.path", "./data", "Data directory.")
 	groups := fs.Bool("groups", false, "inspect: also list every group with its members and columns.")
+	dryRun := fs.Bool("dry-run", false, "repair: report what would be repaired, change nothing (fails if the WAL needs a repair).")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
+	}
+	if cmd == "repair" {
+		return repairWAL(out, *path, *dryRun)
 	}
 	dirs, err := blockDirs(*path)
 	if err != nil {
@@ -55,7 +61,7 @@ func runTSDB(args []string, out io.Writer) error {
 		}
 		return nil
 	}
-	return fmt.Errorf("unknown tsdb command %q: use inspect or verify", cmd)
+	return fmt.Errorf("unknown tsdb command %q: use inspect, verify or repair", cmd)
 }
 
 func blockDirs(path string) ([]string, error) {
@@ -151,4 +157,88 @@ func counts(m map[string]int) string {
 		parts[i] = fmt.Sprintf("%s=%d", k, m[k])
 	}
 	return strings.Join(parts, ",")
+}
+
+// repairWAL implements `tandem tsdb repair`: it makes the WAL of a stopped
+// tandem readable again (wal.Repair) and reports, per segment, what was lost.
+func repairWAL(out io.Writer, path string, dryRun bool) error {
+	dir := filepath.Join(path, "wal")
+	if _, err := os.Stat(dir); err != nil {
+		return fmt.Errorf("no WAL to repair: %w", err)
+	}
+	// The lock tandem holds on the data directory while it runs.
+	lock, err := os.OpenFile(filepath.Join(path, "lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return fmt.Errorf("open lock file: %w", err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		return fmt.Errorf("data directory %s is in use (stop tandem first): %w", path, err)
+	}
+	reps, err := wal.Repair(dir, wal.RepairOptions{DryRun: dryRun})
+	changed, missing := 0, 0
+	var lostBytes int64
+	lostRecords, exact := 0, true
+	for _, r := range reps {
+		name := filepath.Join(r.Dir, fmt.Sprintf("%08d", r.Segment))
+		switch {
+		case r.Missing:
+			missing += r.Last - r.Segment + 1
+			exact = false
+			if r.Last != r.Segment {
+				name = fmt.Sprintf("%s to %08d", name, r.Last)
+			}
+			fmt.Fprintf(out, "%s: MISSING: its records are lost; %s\n", name, r.Action)
+		case len(r.Damage) == 0:
+			fmt.Fprintf(out, "%s: ok (%d records, %d bytes)\n", name, r.Records, r.Size)
+		default:
+			n, ex := r.LostRecords()
+			lostBytes += r.LostBytes()
+			lostRecords += n
+			exact = exact && ex
+			fmt.Fprintf(out, "%s: DAMAGED: %d bytes and %s dropped, %d records kept; %s\n", name, r.LostBytes(), recordCount(n, ex), r.Records, r.Action)
+			for _, d := range r.Damage {
+				where := "followed by valid records"
+				if d.Tail {
+					where = "to the end of the segment"
+				}
+				if d.Incomplete {
+					where = "search for valid records gave up (work bound): the rest of the segment is dropped"
+				}
+				fmt.Fprintf(out, "    offset %d: %d bytes (%s), %s: %v\n", d.Offset, d.Bytes, recordCount(d.Records, d.Records >= 0), where, d.Err)
+			}
+		}
+		if r.Action != "" {
+			changed++
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("repair %s: %w", dir, err)
+	}
+	if changed == 0 {
+		fmt.Fprintln(out, "WAL is sound: nothing to repair")
+		return nil
+	}
+	verb := "repaired"
+	if dryRun {
+		verb = "needs a repair (dry run: nothing changed)"
+	}
+	fmt.Fprintf(out, "WAL %s: %d segments changed, %d missing; %d damaged bytes and %s dropped\n",
+		verb, changed, missing, lostBytes, recordCount(lostRecords, exact))
+	if dryRun {
+		return errors.New("the WAL needs a repair")
+	}
+	return nil
+}
+
+// recordCount renders a count of lost records: exact, or a lower bound.
+func recordCount(n int, exact bool) string {
+	s := "s"
+	if n == 1 {
+		s = ""
+	}
+	if !exact {
+		return fmt.Sprintf("at least %d record%s", max(n, 1), s)
+	}
+	return fmt.Sprintf("%d record%s", n, s)
 }

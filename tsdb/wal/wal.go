@@ -1,12 +1,10 @@
 package wal
 
 import (
-	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"log/slog"
 	"math"
 	"os"
@@ -29,12 +27,23 @@ const (
 	// does not pin its buffer forever.
 	maxPooledBuf = 1 << 20
 	readBufSize  = 1 << 20
+	// maxPending bounds the copy of not yet fsynced bytes the WAL keeps to
+	// re-write after a failed fsync: past it, a write fsyncs first.
+	maxPending = 16 << 20
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // ErrClosed is returned by operations on a closed WAL.
 var ErrClosed = errors.New("wal: closed")
+
+// File is the part of *os.File a segment is written through.
+type File interface {
+	Write(p []byte) (int, error)
+	Sync() error
+	Truncate(size int64) error
+	Close() error
+}
 
 // Options configures a WAL.
 type Options struct {
@@ -43,10 +52,16 @@ type Options struct {
 	Logger       *slog.Logger  // default slog.Default()
 	// Registerer receives the WAL metrics; may be nil.
 	Registerer prometheus.Registerer
+	// OpenFile opens segment files for writing; nil means os.OpenFile. Tests
+	// use it to inject write and fsync failures.
+	OpenFile func(name string, flag int, perm os.FileMode) (File, error)
 }
 
-// CorruptionError reports a bad record outside the repairable tail of the log.
+// CorruptionError reports damage that replay does not repair by itself: a bad
+// frame outside the last segment, or a missing segment. `tandem tsdb repair`
+// (Repair) makes such a log readable again.
 type CorruptionError struct {
+	Dir     string // the log's directory
 	Segment int
 	Offset  int64
 	Err     error
@@ -54,88 +69,88 @@ type CorruptionError struct {
 
 // Error implements error.
 func (e *CorruptionError) Error() string {
-	return fmt.Sprintf("wal: corruption in segment %d at offset %d: %v", e.Segment, e.Offset, e.Err)
+	return fmt.Sprintf("wal: corruption in segment %d of %s at offset %d: %v", e.Segment, e.Dir, e.Offset, e.Err)
 }
 
 // Unwrap returns the underlying cause.
 func (e *CorruptionError) Unwrap() error { return e.Err }
 
-type metrics struct {
-	fsyncDuration  prometheus.Histogram
-	recordsWritten prometheus.Counter
-	bytesWritten   prometheus.Counter
-	corruptions    prometheus.Counter
-	segmentCurrent prometheus.Gauge
+// segment is a segment file open for writing.
+type segment struct {
+	f    File
+	num  int
+	base int64 // write position (WAL.written) of the segment's first byte
+	// size, synced and covered are guarded by WAL.mu.
+	size   int64 // bytes written
+	synced int64 // bytes covered by the last successful fsync; WAL.pending holds the rest
+	// covered is set once everything written to the segment is durable, in
+	// it or re-written to a later one: a late fsync of it no longer matters.
+	covered bool
+
+	// syncMu serialises fsyncs, so that a failure is never followed by a
+	// success: after a failed fsync the kernel may have dropped the dirty
+	// pages and a second fsync of the same file would report nothing.
+	syncMu sync.Mutex
+	failed error // first failed fsync; guarded by syncMu
 }
 
-func newMetrics(r prometheus.Registerer) (*metrics, error) {
-	m := &metrics{
-		fsyncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "tandem_wal_fsync_duration_seconds",
-			Help:    "Duration of WAL segment fsyncs.",
-			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
-		}),
-		recordsWritten: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "tandem_wal_records_written_total",
-			Help: "Records appended to the WAL.",
-		}),
-		bytesWritten: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "tandem_wal_bytes_written_total",
-			Help: "Bytes appended to WAL segments, including frame headers.",
-		}),
-		corruptions: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "tandem_wal_corruptions_total",
-			Help: "Corrupt or torn WAL records found during replay.",
-		}),
-		segmentCurrent: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "tandem_wal_segment_current",
-			Help: "Number of the WAL segment currently written to.",
-		}),
+func (s *segment) sync(m *metrics) error {
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	if s.failed != nil {
+		return s.failed
 	}
-	if r != nil {
-		cs := []prometheus.Collector{m.fsyncDuration, m.recordsWritten, m.bytesWritten, m.corruptions, m.segmentCurrent}
-		for i, c := range cs {
-			if err := r.Register(c); err != nil {
-				for _, done := range cs[:i] {
-					r.Unregister(done)
-				}
-				return nil, fmt.Errorf("wal: register metrics: %w", err)
-			}
-		}
+	start := time.Now()
+	err := s.f.Sync()
+	m.fsyncDuration.Observe(time.Since(start).Seconds())
+	if err != nil {
+		s.failed = err
 	}
-	return m, nil
+	return err
 }
 
 // WAL is a segmented write-ahead log. Log, Sync, Segments and Truncate are
 // safe for concurrent use; Replay must run before the first Log, and Log
 // fails while Replay runs.
 type WAL struct {
-	dir     string
-	opts    Options
-	logger  *slog.Logger
-	metrics *metrics
-	bufPool sync.Pool // *[]byte frame buffers
+	dir      string
+	opts     Options
+	logger   *slog.Logger
+	metrics  *metrics
+	bufPool  sync.Pool // *[]byte frame buffers
+	openFile func(name string, flag int, perm os.FileMode) (File, error)
 
 	// mu guards the fields below and serialises writes.
 	mu      sync.Mutex
-	seg     *os.File // current segment, nil until the first Log
-	segNum  int      // number of seg
-	segSize int64    // bytes in seg
+	seg     *segment // current segment, nil until the first Log
+	fresh   *segment // created for a rotation whose directory fsync failed: used by the next one
 	nextSeg int      // number of the next segment to create
 	written int64    // total bytes written by this process, across segments
-	err     error    // sticky write/fsync error
-	closed  bool
+	// pending is a copy of the current segment's bytes after its last
+	// successful fsync, re-written to a new segment if an fsync fails.
+	pending []byte
+	// err is set when the current segment cannot be trusted (an fsync
+	// failed, or a partial frame could not be removed); the next Log, Sync
+	// or NextSegment recovers into a new segment.
+	err error
+	// failErr is the last failed write or fsync until one succeeds again.
+	failErr   error
+	failSince time.Time
+	closed    bool
 	// replaying is set while Replay runs; Log fails meanwhile.
 	replaying bool
 
-	// syncMu serialises fsyncs; synced is the value of written covered by the last one.
-	syncMu sync.Mutex
-	synced int64
-
+	failing       atomic.Bool  // failErr != nil
+	synced        atomic.Int64 // write position covered by an fsync
+	syncMu        sync.Mutex   // serialises syncTo
 	writtenAtomic atomic.Int64 // mirror of written, for the background syncer
 	stop          chan struct{}
 	done          chan struct{}
 }
+
+// recoveryFile is where the records not yet synced are re-written after a
+// failed fsync, before the file becomes the next segment.
+const recoveryFile = "recovery.tmp"
 
 // Open opens the WAL in dir, creating dir if missing. It does not read records.
 func Open(dir string, opts Options) (*WAL, error) {
@@ -156,18 +171,26 @@ func Open(dir string, opts Options) (*WAL, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A recovery interrupted by a crash: its records are in the segment it
+	// was recovering from.
+	if err := os.Remove(filepath.Join(dir, recoveryFile)); err != nil && !os.IsNotExist(err) {
+		return nil, fmt.Errorf("wal: remove %s: %w", recoveryFile, err)
+	}
 	m, err := newMetrics(opts.Registerer)
 	if err != nil {
 		return nil, err
 	}
 	w := &WAL{
-		dir:     dir,
-		opts:    opts,
-		logger:  logger.With("component", "wal", "dir", dir),
-		metrics: m,
-		segNum:  -1,
-		stop:    make(chan struct{}),
-		done:    make(chan struct{}),
+		dir:      dir,
+		opts:     opts,
+		logger:   logger.With("component", "wal", "dir", dir),
+		metrics:  m,
+		openFile: opts.OpenFile,
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
+	}
+	if w.openFile == nil {
+		w.openFile = func(name string, flag int, perm os.FileMode) (File, error) { return os.OpenFile(name, flag, perm) }
 	}
 	if len(segs) > 0 {
 		w.nextSeg = segs[len(segs)-1] + 1
@@ -211,7 +234,7 @@ func allDigits(s string) bool {
 			return false
 		}
 	}
-	return true
+	return s != ""
 }
 
 // Segments returns the first and last segment numbers (for later truncation/checkpoint work).
@@ -238,16 +261,18 @@ func (w *WAL) NextSegment() (int, error) {
 	if w.closed {
 		return 0, ErrClosed
 	}
-	if w.err != nil {
-		return 0, w.err
-	}
 	if w.replaying {
 		return 0, errors.New("wal: new segment during replay")
+	}
+	if w.err != nil {
+		if err := w.recoverLocked(); err != nil {
+			return 0, err
+		}
 	}
 	if err := w.rotateLocked(); err != nil {
 		return 0, err
 	}
-	return w.segNum, nil
+	return w.seg.num, nil
 }
 
 // Truncate deletes all segments numbered below n (used later by checkpointing).
@@ -255,8 +280,8 @@ func (w *WAL) NextSegment() (int, error) {
 func (w *WAL) Truncate(n int) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.seg != nil && n > w.segNum {
-		return fmt.Errorf("wal: truncate below %d would delete the current segment %d", n, w.segNum)
+	if w.seg != nil && n > w.seg.num {
+		return fmt.Errorf("wal: truncate below %d would delete the current segment %d", n, w.seg.num)
 	}
 	segs, err := listSegments(w.dir)
 	if err != nil {
@@ -281,155 +306,12 @@ func (w *WAL) Truncate(n int) error {
 	return nil
 }
 
-// Replay calls fn for every record in order (all segments). A torn or corrupt
-// tail of the LAST segment is truncated in place (file truncated to the end of
-// the last good record) with a logged warning, and replay succeeds. A bad
-// record anywhere else returns a *CorruptionError naming segment and offset;
-// never panics. fn's slice is only valid during the call.
-func (w *WAL) Replay(fn func(rec []byte) error) error {
-	w.mu.Lock()
-	switch {
-	case w.closed:
-		w.mu.Unlock()
-		return ErrClosed
-	case w.seg != nil:
-		w.mu.Unlock()
-		return errors.New("wal: replay after writing started")
-	case w.replaying:
-		w.mu.Unlock()
-		return errors.New("wal: replay already running")
-	}
-	w.replaying = true
-	w.mu.Unlock()
-	defer func() {
-		w.mu.Lock()
-		w.replaying = false
-		w.mu.Unlock()
-	}()
-
-	segs, err := listSegments(w.dir)
-	if err != nil {
-		return err
-	}
-	for i := 1; i < len(segs); i++ {
-		if segs[i] != segs[i-1]+1 {
-			return &CorruptionError{Segment: segs[i-1] + 1, Err: fmt.Errorf("segment missing (have %d and %d)", segs[i-1], segs[i])}
-		}
-	}
-	r := newReplayer(readBufSize)
-	for i, s := range segs {
-		if err := w.replaySegment(r, s, i == len(segs)-1, fn); err != nil {
-			return err
-		}
-	}
-	if len(segs) > 0 {
-		w.mu.Lock()
-		w.nextSeg = max(w.nextSeg, segs[len(segs)-1]+1)
-		w.mu.Unlock()
-	}
-	return nil
-}
-
-func (w *WAL) replaySegment(r *replayer, seg int, last bool, fn func([]byte) error) error {
-	name := filepath.Join(w.dir, segmentName(seg))
-	flag := os.O_RDONLY
-	if last {
-		flag = os.O_RDWR // may need to truncate a torn tail
-	}
-	f, err := os.OpenFile(name, flag, 0)
-	if err != nil {
-		return fmt.Errorf("wal: open segment %d: %w", seg, err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("wal: stat segment %d: %w", seg, err)
-	}
-	size := fi.Size()
-
-	end, bad, err := r.scan(f, size, fn)
-	if err != nil {
-		return fmt.Errorf("wal: replay segment %d: %w", seg, err)
-	}
-	if bad == nil {
-		return nil
-	}
-	w.metrics.corruptions.Inc()
-	if !last {
-		return &CorruptionError{Segment: seg, Offset: end, Err: bad}
-	}
-	w.logger.Warn("truncating torn or corrupt tail of last WAL segment",
-		"segment", seg, "offset", end, "dropped_bytes", size-end, "err", bad)
-	if err := f.Truncate(end); err != nil {
-		return fmt.Errorf("wal: truncate segment %d to %d: %w", seg, end, err)
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("wal: sync truncated segment %d: %w", seg, err)
-	}
-	return nil
-}
-
-// replayer holds the buffers reused across segments and records.
-type replayer struct {
-	br  *bufio.Reader
-	hdr [headerSize]byte
-	buf []byte
-}
-
-func newReplayer(bufSize int) *replayer {
-	return &replayer{br: bufio.NewReaderSize(nil, bufSize)}
-}
-
-// scan reads the frames of a segment holding size bytes from src and calls fn
-// for each good one. It returns the offset just past the last good frame and,
-// if bytes follow that are not a good frame, why (bad). err reports I/O errors
-// and errors returned by fn.
-func (r *replayer) scan(src io.Reader, size int64, fn func([]byte) error) (end int64, bad, err error) {
-	r.br.Reset(src)
-	for end < size {
-		bad, err := r.next(size - end)
-		if err != nil {
-			return end, nil, fmt.Errorf("read at offset %d: %w", end, err)
-		}
-		if bad != nil {
-			return end, bad, nil
-		}
-		if err := fn(r.buf); err != nil {
-			return end, nil, fmt.Errorf("record at offset %d: %w", end, err)
-		}
-		end += headerSize + int64(len(r.buf))
-	}
-	return end, nil, nil
-}
-
-// next reads one frame into r.buf, given the bytes left in the segment. It
-// returns a non-nil bad for a torn or corrupt frame, and err for I/O errors.
-func (r *replayer) next(remaining int64) (bad, err error) {
-	if remaining < headerSize {
-		return fmt.Errorf("torn frame header (%d bytes)", remaining), nil
-	}
-	if _, err := io.ReadFull(r.br, r.hdr[:]); err != nil {
-		return nil, err
-	}
-	n := binary.LittleEndian.Uint32(r.hdr[0:4])
-	if int64(n) > remaining-headerSize {
-		return fmt.Errorf("frame length %d exceeds the %d bytes left", n, remaining-headerSize), nil
-	}
-	r.buf = slices.Grow(r.buf[:0], int(n))[:n]
-	if _, err := io.ReadFull(r.br, r.buf); err != nil {
-		return nil, err
-	}
-	crc := crc32.Update(crc32.Update(0, castagnoli, r.hdr[0:4]), castagnoli, r.buf)
-	if want := binary.LittleEndian.Uint32(r.hdr[4:8]); crc != want {
-		return fmt.Errorf("checksum mismatch (stored %#08x, computed %#08x)", want, crc), nil
-	}
-	return nil, nil
-}
-
 // Log appends one record atomically (single frame) and returns once it is
 // written to the OS (write(2)), which survives kill -9; with SyncInterval 0 it
 // also fsyncs. Safe for concurrent use. After Replay (or if Replay is never
-// called) writing starts in a NEW segment.
+// called) writing starts in a NEW segment. After a failed fsync, Log first
+// re-writes the records not yet synced into a new segment (see Healthy); a
+// record whose Log failed may still be replayed later.
 func (w *WAL) Log(rec []byte) error {
 	if uint64(len(rec)) > math.MaxUint32 {
 		return fmt.Errorf("wal: record of %d bytes too large", len(rec))
@@ -455,7 +337,14 @@ func (w *WAL) Log(rec []byte) error {
 	w.metrics.recordsWritten.Inc()
 	w.metrics.bytesWritten.Add(float64(len(frame)))
 	if w.opts.SyncInterval == 0 {
-		return w.syncTo(pos)
+		if err := w.syncTo(pos); err != nil {
+			return err
+		}
+		if w.failing.Load() {
+			w.mu.Lock()
+			w.healLocked()
+			w.mu.Unlock()
+		}
 	}
 	return nil
 }
@@ -476,64 +365,127 @@ func (w *WAL) writeLocked(frame []byte) (int64, error) {
 	if w.closed {
 		return 0, ErrClosed
 	}
-	if w.err != nil {
-		return 0, w.err
-	}
 	if w.replaying {
 		return 0, errors.New("wal: log during replay")
 	}
-	if w.seg == nil || (w.segSize > 0 && w.segSize+int64(len(frame)) > w.opts.SegmentSize) {
+	if w.err != nil {
+		if err := w.recoverLocked(); err != nil {
+			return 0, err
+		}
+	}
+	if w.seg == nil || (w.seg.size > 0 && w.seg.size+int64(len(frame)) > w.opts.SegmentSize) {
 		if err := w.rotateLocked(); err != nil {
 			return 0, err
 		}
 	}
-	if _, err := w.seg.Write(frame); err != nil {
-		// Remove a partial frame so later frames do not follow garbage.
-		if terr := w.seg.Truncate(w.segSize); terr != nil {
-			w.err = fmt.Errorf("wal: write failed (%v) and partial frame could not be removed: %w", err, terr)
-			return 0, w.err
+	if len(w.pending) > 0 && len(w.pending)+len(frame) > maxPending {
+		if err := w.syncSegmentLocked(); err != nil {
+			return 0, err
 		}
-		return 0, fmt.Errorf("wal: write segment %d: %w", w.segNum, err)
 	}
-	w.segSize += int64(len(frame))
+	s := w.seg
+	if _, err := s.f.Write(frame); err != nil {
+		err = fmt.Errorf("wal: write segment %d: %w", s.num, err)
+		// Remove a partial frame so later frames do not follow garbage.
+		if terr := s.f.Truncate(s.size); terr != nil {
+			err = fmt.Errorf("%w; removing the partial frame failed too: %w", err, terr)
+			w.failLocked(err, true)
+			return 0, err
+		}
+		w.failLocked(err, false)
+		return 0, err
+	}
+	s.size += int64(len(frame))
 	w.written += int64(len(frame))
 	w.writtenAtomic.Store(w.written)
+	w.pending = append(w.pending, frame...)
+	if w.opts.SyncInterval > 0 && w.failErr != nil {
+		w.healLocked()
+	}
 	return w.written, nil
 }
 
 // rotateLocked fsyncs and closes the current segment (if any) and creates the
 // next one. w.mu must be held.
 func (w *WAL) rotateLocked() error {
-	if w.seg != nil {
-		if err := w.fsync(w.seg); err != nil {
-			w.err = fmt.Errorf("wal: sync segment %d before rotation: %w", w.segNum, err)
-			return w.err
+	if s := w.seg; s != nil {
+		if s.synced < s.size {
+			if err := s.sync(w.metrics); err != nil {
+				err = fmt.Errorf("wal: sync segment %d before rotation: %w", s.num, err)
+				w.failLocked(err, true)
+				return err
+			}
 		}
-		if err := w.seg.Close(); err != nil {
-			w.err = fmt.Errorf("wal: close segment %d: %w", w.segNum, err)
-			return w.err
+		s.synced, s.covered = s.size, true
+		w.resetPendingLocked()
+		w.setSynced(w.written)
+		if err := s.f.Close(); err != nil {
+			w.logger.Warn("closing a synced WAL segment failed", "segment", s.num, "err", err)
 		}
 		w.seg = nil
 	}
-	n := w.nextSeg
-	f, err := os.OpenFile(filepath.Join(w.dir, segmentName(n)), os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o666)
+	s, err := w.newSegmentLocked()
 	if err != nil {
-		return fmt.Errorf("wal: create segment %d: %w", n, err)
-	}
-	if err := syncDir(w.dir); err != nil {
-		f.Close()
+		w.failLocked(err, false)
 		return err
 	}
-	w.seg, w.segNum, w.segSize, w.nextSeg = f, n, 0, n+1
-	w.metrics.segmentCurrent.Set(float64(n))
+	w.seg = s
+	w.metrics.segmentCurrent.Set(float64(s.num))
 	return nil
 }
 
-func (w *WAL) fsync(f *os.File) error {
-	start := time.Now()
-	err := f.Sync()
-	w.metrics.fsyncDuration.Observe(time.Since(start).Seconds())
-	return err
+// newSegmentLocked creates the next segment file and makes its name durable.
+// A file created by an earlier attempt whose directory fsync failed is used
+// again, so a full disk never leaves a trail of empty segments.
+func (w *WAL) newSegmentLocked() (*segment, error) {
+	if w.fresh == nil {
+		n := w.nextSeg
+		f, err := w.openFile(filepath.Join(w.dir, segmentName(n)), os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o666)
+		if err != nil {
+			return nil, fmt.Errorf("wal: create segment %d: %w", n, err)
+		}
+		w.fresh = &segment{f: f, num: n}
+		w.nextSeg = n + 1
+	}
+	if err := syncDir(w.dir); err != nil {
+		return nil, err
+	}
+	s := w.fresh
+	w.fresh = nil
+	s.base = w.written
+	return s, nil
+}
+
+// syncSegmentLocked fsyncs the current segment while w.mu is held.
+func (w *WAL) syncSegmentLocked() error {
+	s := w.seg
+	if err := s.sync(w.metrics); err != nil {
+		err = fmt.Errorf("wal: sync segment %d: %w", s.num, err)
+		w.failLocked(err, true)
+		return err
+	}
+	s.synced = s.size
+	w.resetPendingLocked()
+	w.setSynced(w.written)
+	return nil
+}
+
+// resetPendingLocked empties w.pending, dropping a buffer grown by a huge record.
+func (w *WAL) resetPendingLocked() {
+	if cap(w.pending) > 2*maxPending {
+		w.pending = nil
+	}
+	w.pending = w.pending[:0]
+}
+
+// setSynced raises w.synced to pos.
+func (w *WAL) setSynced(pos int64) {
+	for {
+		cur := w.synced.Load()
+		if pos <= cur || w.synced.CompareAndSwap(cur, pos) {
+			return
+		}
+	}
 }
 
 // syncTo makes sure everything up to write position pos is fsynced. Callers
@@ -541,59 +493,85 @@ func (w *WAL) fsync(f *os.File) error {
 func (w *WAL) syncTo(pos int64) error {
 	w.syncMu.Lock()
 	defer w.syncMu.Unlock()
-	if w.synced >= pos {
+	if w.synced.Load() >= pos {
 		return nil
 	}
 	w.mu.Lock()
-	f, target, sticky := w.seg, w.written, w.err
+	s, target, sticky := w.seg, w.written, w.err
 	w.mu.Unlock()
 	if sticky != nil {
 		return sticky
 	}
-	if f != nil {
-		if err := w.fsync(f); err != nil {
-			if !errors.Is(err, os.ErrClosed) {
-				err = fmt.Errorf("wal: sync segment: %w", err)
-				// After a failed fsync the kernel may have dropped dirty pages;
-				// never pretend later writes are durable.
-				w.mu.Lock()
-				if w.err == nil {
-					w.err = err
-				}
-				w.mu.Unlock()
-				return err
-			}
-			// f was rotated or closed meanwhile, which fsynced it; report a
-			// failure of that fsync if there was one.
-			w.mu.Lock()
-			sticky = w.err
-			w.mu.Unlock()
-			if sticky != nil {
-				return sticky
-			}
-		}
+	if s == nil {
+		// The last segment was synced by its rotation and the next one
+		// could not be created: nothing is unsynced.
+		w.setSynced(target)
+		return nil
 	}
-	w.synced = target
+	err := s.sync(w.metrics)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.seg != s {
+		// Rotated or recovered meanwhile; either made s's bytes durable.
+		if s.covered {
+			w.setSynced(target)
+			return nil
+		}
+		if err == nil {
+			err = errors.New("segment replaced before it was synced")
+		}
+		return fmt.Errorf("wal: sync segment %d: %w", s.num, err)
+	}
+	if err != nil {
+		err = fmt.Errorf("wal: sync segment %d: %w", s.num, err)
+		w.failLocked(err, true)
+		return err
+	}
+	if rel := target - s.base; rel > s.synced {
+		n := copy(w.pending, w.pending[rel-s.synced:])
+		w.pending = w.pending[:n]
+		s.synced = rel
+	}
+	w.setSynced(target)
 	return nil
 }
 
-// Sync fsyncs everything logged so far.
+// Sync fsyncs everything logged so far, recovering first from a failed fsync.
 func (w *WAL) Sync() error {
-	return w.syncTo(w.writtenAtomic.Load())
+	w.mu.Lock()
+	if w.err != nil && !w.closed && !w.replaying {
+		if err := w.recoverLocked(); err != nil {
+			w.mu.Unlock()
+			return err
+		}
+	}
+	w.mu.Unlock()
+	if err := w.syncTo(w.writtenAtomic.Load()); err != nil {
+		return err
+	}
+	if w.failing.Load() {
+		w.mu.Lock()
+		w.healLocked()
+		w.mu.Unlock()
+	}
+	return nil
 }
 
 func (w *WAL) syncLoop() {
 	defer close(w.done)
 	t := time.NewTicker(w.opts.SyncInterval)
 	defer t.Stop()
+	failing := false
 	for {
 		select {
 		case <-w.stop:
 			return
 		case <-t.C:
-			if err := w.Sync(); err != nil {
-				w.logger.Error("background WAL sync failed", "err", err)
+			err := w.Sync()
+			if err != nil && !failing && !errors.Is(err, ErrClosed) {
+				w.logger.Error("background WAL sync failed; retrying every sync interval", "err", err)
 			}
+			failing = err != nil
 		}
 	}
 }
@@ -617,19 +595,30 @@ func (w *WAL) Close() error {
 	defer w.syncMu.Unlock()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.seg == nil {
-		return w.err
-	}
 	var errs []error
 	if w.err != nil {
-		errs = append(errs, w.err)
-	} else if err := w.fsync(w.seg); err != nil {
-		errs = append(errs, fmt.Errorf("wal: sync segment %d: %w", w.segNum, err))
+		// A last chance to make the records not yet synced durable.
+		if err := w.recoverLocked(); err != nil {
+			errs = append(errs, err)
+		}
 	}
-	if err := w.seg.Close(); err != nil {
-		errs = append(errs, fmt.Errorf("wal: close segment %d: %w", w.segNum, err))
+	if f := w.fresh; f != nil {
+		if err := f.f.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("wal: close segment %d: %w", f.num, err))
+		}
+		w.fresh = nil
 	}
-	w.seg = nil
+	if s := w.seg; s != nil {
+		if w.err == nil {
+			if err := s.sync(w.metrics); err != nil {
+				errs = append(errs, fmt.Errorf("wal: sync segment %d: %w", s.num, err))
+			}
+		}
+		if err := s.f.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("wal: close segment %d: %w", s.num, err))
+		}
+		w.seg = nil
+	}
 	return errors.Join(errs...)
 }
 

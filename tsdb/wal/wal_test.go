@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -207,8 +208,8 @@ func writeWAL(t *testing.T, dir string, segSize int64, recs [][]byte) (segs []in
 			t.Fatal(err)
 		}
 		w.mu.Lock()
-		segs = append(segs, w.segNum)
-		offs = append(offs, w.segSize-int64(len(r))-headerSize)
+		segs = append(segs, w.seg.num)
+		offs = append(offs, w.seg.size-int64(len(r))-headerSize)
 		w.mu.Unlock()
 	}
 	if err := w.Close(); err != nil {
@@ -315,17 +316,39 @@ func TestCorruptLastRecordTruncated(t *testing.T) {
 	}
 }
 
-func TestCorruptMiddleOfLastSegmentDropsRest(t *testing.T) {
+func TestCorruptMiddleOfLastSegmentKeepsRest(t *testing.T) {
 	recs := [][]byte{payload(1, 10), payload(2, 10), payload(3, 10), payload(4, 10)}
 	dir := t.TempDir()
 	_, offs := writeWAL(t, dir, 0, recs)
+	before := mustRead(t, segPath(dir, 0))
 	flipByte(t, segPath(dir, 0), offs[1]+headerSize, 0xff)
-	w := mustOpen(t, dir, Options{})
+	var logs syncBuffer
+	reg := prometheus.NewRegistry()
+	w := mustOpen(t, dir, Options{Logger: testLogger(&logs), Registerer: reg})
 	defer w.Close()
-	assertRecords(t, recs[:1], replayAll(t, w))
-	if got := fileSize(t, segPath(dir, 0)); got != offs[1] {
-		t.Fatalf("segment truncated to %d, want %d", got, offs[1])
+	keep := [][]byte{recs[0], recs[2], recs[3]}
+	assertRecords(t, keep, replayAll(t, w))
+	// The segment is rewritten without the damaged frame, so that it replays
+	// cleanly once it is no longer the last one.
+	want := append(bytes.Clone(before[:offs[1]]), before[offs[2]:]...)
+	if got := mustRead(t, segPath(dir, 0)); !bytes.Equal(got, want) {
+		t.Fatalf("segment is %d bytes after replay, want the %d bytes of the good frames", len(got), len(want))
 	}
+	if v := testutil.ToFloat64(w.metrics.droppedBytes); v != float64(offs[2]-offs[1]) {
+		t.Fatalf("dropped bytes = %v, want %d", v, offs[2]-offs[1])
+	}
+	if v := testutil.ToFloat64(w.metrics.droppedRecords); v != 1 {
+		t.Fatalf("dropped records = %v, want 1", v)
+	}
+	if !strings.Contains(logs.String(), "records=1") || !strings.Contains(logs.String(), "level=WARN") {
+		t.Fatalf("damage not logged: %s", logs.String())
+	}
+	if err := w.Log([]byte("new")); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	w = mustOpen(t, dir, Options{})
+	assertRecords(t, append(keep, []byte("new")), replayAll(t, w))
 }
 
 func flipByte(t *testing.T, path string, off int64, mask byte) {
@@ -415,7 +438,11 @@ func TestEmptyAndGarbageSegments(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(dir, "notes.txt"), garbage, 0o666); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.Mkdir(filepath.Join(dir, "checkpoint.00000001"), 0o777); err != nil {
+			first := last
+			for n := range tc.files {
+				first = min(first, n)
+			}
+			if err := os.Mkdir(filepath.Join(dir, fmt.Sprintf("checkpoint.%08d", first)), 0o777); err != nil {
 				t.Fatal(err)
 			}
 			w := mustOpen(t, dir, Options{})
@@ -599,8 +626,8 @@ func TestMetricsAndBackgroundSync(t *testing.T) {
 	if got := fsyncCount(t, w); got != n {
 		t.Fatalf("idle syncer fsynced %d more times", got-n)
 	}
-	if n, err := testutil.GatherAndCount(reg); err != nil || n != 5 {
-		t.Fatalf("registered %d metrics (%v), want 5", n, err)
+	if n, err := testutil.GatherAndCount(reg); err != nil || n != 10 {
+		t.Fatalf("registered %d metrics (%v), want 10", n, err)
 	}
 	if _, err := Open(t.TempDir(), Options{Registerer: reg}); err == nil {
 		t.Fatal("duplicate registration not reported")
@@ -772,49 +799,76 @@ func segmentSeeds() [][]byte {
 	}
 }
 
-// checkScan scans a segment held in data and checks the repair invariants;
-// it returns the number of good records and the repaired length.
-func checkScan(t *testing.T, data []byte) (int, int64) {
-	r := newReplayer(64) // small buffer to cover frames spanning refills
+// checkScan scans a segment held in data and checks the invariants of the
+// scanner; it returns the number of good records and the repaired segment
+// (the good frames, in order).
+func checkScan(t *testing.T, data []byte) (int, []byte) {
+	r := newReplayer(64, resyncBudget) // small buffer to cover frames spanning refills
 	var n int
-	var total int64
-	end, bad, err := r.scan(bytes.NewReader(data), int64(len(data)), func(rec []byte) error {
-		// Every good record must sit, unchanged, where the frames say.
-		if !bytes.Equal(rec, data[total+headerSize:total+headerSize+int64(len(rec))]) {
+	var repaired []byte
+	var pos int64
+	damage, err := r.scan(bytes.NewReader(data), int64(len(data)), false, func(off int64, rec []byte) error {
+		// Frames and damaged runs tile the segment in order.
+		if off < pos {
+			t.Fatalf("record %d at offset %d overlaps what came before (up to %d)", n, off, pos)
+		}
+		pos = off + headerSize + int64(len(rec))
+		// Every good record sits, unchanged, where its frame says.
+		if !bytes.Equal(rec, data[off+headerSize:pos]) || !bytes.Equal(appendFrame(nil, rec), data[off:pos]) {
 			t.Fatalf("record %d does not match the segment bytes", n)
 		}
 		n++
-		total += headerSize + int64(len(rec))
+		repaired = append(repaired, data[off:pos]...)
 		return nil
 	})
 	if err != nil {
 		t.Fatalf("scan of in-memory segment failed: %v", err)
 	}
-	if end != total {
-		t.Fatalf("good prefix ends at %d, frames total %d", end, total)
+	var dropped int64
+	for i, d := range damage {
+		if d.Bytes <= 0 || d.Err == nil || d.Incomplete {
+			t.Fatalf("damage %d: %+v", i, d)
+		}
+		if d.Tail != (d.Offset+d.Bytes == int64(len(data))) {
+			t.Fatalf("damage %d: tail=%v but runs to %d of %d", i, d.Tail, d.Offset+d.Bytes, len(data))
+		}
+		dropped += d.Bytes
 	}
-	if (bad == nil) != (end == int64(len(data))) {
-		t.Fatalf("bad=%v but good prefix %d of %d bytes", bad, end, len(data))
+	if int64(len(repaired))+dropped != int64(len(data)) {
+		t.Fatalf("%d bytes of records and %d damaged do not add up to %d", len(repaired), dropped, len(data))
 	}
-	// The repaired prefix rescans cleanly to the same records.
+	// The repaired segment rescans cleanly to the same records.
 	var again int
-	end2, bad2, err := newReplayer(4096).scan(bytes.NewReader(data[:end]), end, func([]byte) error { again++; return nil })
-	if err != nil || bad2 != nil || end2 != end || again != n {
-		t.Fatalf("rescan of repaired prefix: %d records to %d (%v, %v), want %d to %d", again, end2, bad2, err, n, end)
+	d2, err := newReplayer(4096, resyncBudget).scan(bytes.NewReader(repaired), int64(len(repaired)), false, func(int64, []byte) error { again++; return nil })
+	if err != nil || len(d2) != 0 || again != n {
+		t.Fatalf("rescan of repaired segment: %d records (%v, %v), want %d", again, d2, err, n)
 	}
-	return n, end
+	return n, repaired
 }
 
 // FuzzReplay fuzzes the bytes of a single (last) segment. It exercises the
 // in-memory frame scanner that Replay runs on each segment file, so coverage
 // is not disturbed by file system noise; TestReplayFileMatchesScan checks that
-// Replay on real files agrees with it.
+// Replay on real files agrees with it. The same bytes followed by two good
+// frames must end with those frames: the search after damage finds them.
 func FuzzReplay(f *testing.F) {
 	for _, s := range segmentSeeds() {
 		f.Add(s)
 	}
+	x, y := []byte("resync target x"), []byte("resync target y")
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkScan(t, data)
+		seg := appendFrame(appendFrame(bytes.Clone(data), x), y)
+		var last []byte
+		if _, err := newReplayer(64, resyncBudget).scan(bytes.NewReader(seg), int64(len(seg)), false, func(_ int64, rec []byte) error {
+			last = bytes.Clone(rec)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(last, y) {
+			t.Fatalf("last record %q, want %q", last, y)
+		}
 	})
 }
 
@@ -835,7 +889,7 @@ func TestReplayFileMatchesScan(t *testing.T) {
 		inputs = append(inputs, b)
 	}
 	for i, data := range inputs {
-		wantN, wantEnd := checkScan(t, data)
+		wantN, repaired := checkScan(t, data)
 		dir := t.TempDir()
 		if err := os.WriteFile(segPath(dir, 0), data, 0o666); err != nil {
 			t.Fatal(err)
@@ -849,8 +903,8 @@ func TestReplayFileMatchesScan(t *testing.T) {
 		if n != wantN {
 			t.Fatalf("input %d: replayed %d records, scanner found %d", i, n, wantN)
 		}
-		if got := mustRead(t, segPath(dir, 0)); !bytes.Equal(got, data[:wantEnd]) {
-			t.Fatalf("input %d: segment is %d bytes after repair, want the %d-byte good prefix", i, len(got), wantEnd)
+		if got := mustRead(t, segPath(dir, 0)); !bytes.Equal(got, repaired) {
+			t.Fatalf("input %d: segment is %d bytes after replay, want the %d bytes of its good frames", i, len(got), len(repaired))
 		}
 	}
 }
@@ -917,39 +971,6 @@ func BenchmarkReplay(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-}
-
-func TestWriteErrorIsSticky(t *testing.T) {
-	dir := t.TempDir()
-	w := mustOpen(t, dir, Options{SyncInterval: time.Hour})
-	if err := w.Log([]byte("good")); err != nil {
-		t.Fatal(err)
-	}
-	// Swap in a read-only handle so the next write (and the repair) fails.
-	ro, err := os.Open(segPath(dir, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.mu.Lock()
-	rw := w.seg
-	w.seg = ro
-	w.mu.Unlock()
-	defer rw.Close()
-	if err := w.Log([]byte("bad")); err == nil {
-		t.Fatal("write to read-only segment succeeded")
-	}
-	if err := w.Log([]byte("after")); err == nil {
-		t.Fatal("Log after an unrepaired write failure succeeded")
-	}
-	if err := w.Sync(); err == nil {
-		t.Fatal("Sync did not report the sticky error")
-	}
-	if err := w.Close(); err == nil {
-		t.Fatal("Close did not report the sticky error")
-	}
-	w = mustOpen(t, dir, Options{})
-	defer w.Close()
-	assertRecords(t, [][]byte{[]byte("good")}, replayAll(t, w))
 }
 
 func TestNextSegmentAndTruncate(t *testing.T) {
