@@ -14,9 +14,10 @@ import (
 // (see Write). Its methods check what Write checks and fail on misuse.
 type GroupWriter struct {
 	w       *blockWriter
-	gr      *groupRec // the open group, nil if none
-	ti      int       // the open table, -1 before BeginTable
-	lastT   int64     // the last timestamp of the open table's chunks, if hasRows
+	gr      *groupRec // the open group (&rec), nil if none
+	rec     groupRec
+	ti      int   // the open table, -1 before BeginTable
+	lastT   int64 // the last timestamp of the open table's chunks, if hasRows
 	hasRows bool
 	inChunk bool
 	chunkTS []int64 // the open chunk's timestamps
@@ -39,11 +40,11 @@ func (g *GroupWriter) BeginGroup(key string, members []labels.Labels) error {
 	if g.gr != nil {
 		return fmt.Errorf("begin group %q: group %q not ended: %w", key, g.gr.key, errOrder)
 	}
-	gr := &groupRec{key: key, members: make([]labels.Labels, len(members)), memberTables: make([][]memberTable, len(members))}
+	g.rec = groupRec{key: key, members: make([]labels.Labels, len(members)), memberTables: make([][]memberTable, len(members))}
 	for i, l := range members {
-		gr.members[i] = l.Copy()
+		g.rec.members[i] = l.Copy()
 	}
-	g.gr, g.ti = gr, -1
+	g.gr, g.ti = &g.rec, -1
 	return nil
 }
 
@@ -155,8 +156,8 @@ func (g *GroupWriter) EndGroup() error {
 	}
 	g.w.meta.Stats.NumGroups++
 	g.w.meta.Stats.NumSeries += uint64(len(g.gr.members))
-	g.w.groups = append(g.w.groups, *g.gr)
-	g.gr = nil
+	g.w.groups = append(g.w.groups, g.rec)
+	g.gr, g.rec = nil, groupRec{}
 	return nil
 }
 

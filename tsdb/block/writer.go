@@ -215,6 +215,7 @@ type blockWriter struct {
 	chunks     *countingWriter
 	enc        chunkEncoder
 	groups     []groupRec
+	frame      []byte // a chunk's length or CRC
 }
 
 func (w *blockWriter) write(src func(*GroupWriter) error) error {
@@ -296,15 +297,21 @@ func (w *blockWriter) writeChunk() (uint64, error) {
 	}
 	w.enc.finish()
 	head, area := w.enc.head, w.enc.area
-	var lenBuf [binary.MaxVarintLen64]byte
-	k := binary.PutUvarint(lenBuf[:], uint64(len(head)+len(area)))
 	off := w.chunks.off
-	var crc [4]byte
-	binary.BigEndian.PutUint32(crc[:], crc32.Update(crc32.Checksum(head, castagnoli), castagnoli, area))
-	for _, b := range [][]byte{lenBuf[:k], head, area, crc[:]} {
-		if _, err := w.chunks.Write(b); err != nil {
-			return 0, fmt.Errorf("%s: %w", filepath.Join(w.dir, ChunksFilename), err)
-		}
+	w.frame = binary.AppendUvarint(w.frame[:0], uint64(len(head)+len(area)))
+	_, err := w.chunks.Write(w.frame)
+	if err == nil {
+		_, err = w.chunks.Write(head)
+	}
+	if err == nil {
+		_, err = w.chunks.Write(area)
+	}
+	if err == nil {
+		w.frame = binary.BigEndian.AppendUint32(w.frame[:0], crc32.Update(crc32.Checksum(head, castagnoli), castagnoli, area))
+		_, err = w.chunks.Write(w.frame)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", filepath.Join(w.dir, ChunksFilename), err)
 	}
 	w.meta.Stats.NumChunks++
 	return off, nil
