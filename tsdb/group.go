@@ -1,10 +1,10 @@
 package tsdb
 
 import (
-	"cmp"
 	"math"
 	"math/bits"
 	"slices"
+	"sort"
 	"sync"
 	"sync/atomic"
 
@@ -45,9 +45,16 @@ type memSeries struct {
 type seriesExtra struct {
 	own *table // the member's own table, once it was ever unaligned
 	// late holds samples accepted out of order that could not join an open
-	// row (older than the open window or the head, or logged to the WAL in
-	// another order than applied). Sorted; merged into every read.
-	late      []Sample
+	// row (no open row at their time, older than the head, or logged to the
+	// WAL in another order than applied): sorted, with lateRuns not merged
+	// into it yet (late.go). Merged into every read.
+	late     []Sample
+	lateRuns [][]Sample
+	// soloFrom and soloOpen: the member's rows that it opened and that no
+	// other member joined, still open (group.soloOpenRun): the first one's
+	// time and how many.
+	soloFrom  int64
+	soloOpen  int32
 	matchRun  int16 // consecutive unaligned samples that matched an open group row
 	solo      int16 // consecutive solo rows (group.onSeal)
 	unaligned bool  // new samples go to own
@@ -55,7 +62,7 @@ type seriesExtra struct {
 
 // unused reports whether x holds nothing, so the series may drop it.
 func (x *seriesExtra) unused() bool {
-	return x.own == nil && len(x.late) == 0 && x.matchRun == 0 && x.solo == 0 && !x.unaligned
+	return x.own == nil && len(x.late) == 0 && len(x.lateRuns) == 0 && x.matchRun == 0 && x.solo == 0 && x.soloOpen == 0 && !x.unaligned
 }
 
 // unaligned reports whether s's new samples go to its own table; called
@@ -81,10 +88,14 @@ func (s *memSeries) own() *table {
 	return s.x.own
 }
 
-// late returns the member's late samples.
+// late returns the member's late samples, sorted; called with g.mu held
+// (it merges the runs not merged yet).
 func (s *memSeries) late() []Sample {
 	if s.x == nil {
 		return nil
+	}
+	if len(s.x.lateRuns) > 0 {
+		return s.x.sortedLate()
 	}
 	return s.x.late
 }
@@ -195,19 +206,23 @@ func (g *group) append(s *memSeries, t int64, v float64, o appendOpts, stats *he
 		if o.ooo > 0 && t >= g.maxT-o.ooo {
 			stats.late.Add(1)
 			if !s.unaligned() && t > g.aligned.sealedMaxT {
-				// Its row is still open: the common case stays an append.
-				r, _ := g.aligned.rowFor(t)
-				g.aligned.set(r, int(s.col), v)
-				if t < s.minT {
-					s.minT = t
+				// Its group's row is still open: the common case stays an
+				// append. No row is opened for it: a row is as wide as the
+				// group, and only this member's sample would be in it.
+				if r := g.aligned.openRow(t); r != nil {
+					g.aligned.set(r, int(s.col), v)
+					if t < s.minT {
+						s.minT = t
+					}
+					return nil
 				}
-				return nil
 			}
-			s.addLate(t, v)
+			s.insertLate(t, v) // lookup found none at t
 			return nil
 		}
 		return ErrOutOfOrderSample
 	}
+	prevT := s.lastT
 	if t > g.maxT {
 		g.maxT = t
 	}
@@ -232,6 +247,9 @@ func (g *group) append(s *memSeries, t int64, v float64, o appendOpts, stats *he
 		// The member lags behind its group's sealed rows (a slow shard, a late
 		// joiner, a different schedule): store it on its own for now.
 		g.unalign(s, stats)
+	}
+	if !s.unaligned() && g.soloOpenRun(s, prevT, t) {
+		g.unalignSolo(s, cut, stats)
 	}
 	if t < s.minT {
 		s.minT = t
@@ -258,13 +276,105 @@ func (g *group) append(s *memSeries, t int64, v float64, o appendOpts, stats *he
 	// before their first sample would leave them unaligned), nor while a
 	// member is unaligned (it rejoins by landing on open rows).
 	horizon := tb.maxT - window
-	if (created || r.n == g.numMembers()) && g.nUnaligned == 0 && g.joinedT < horizon {
-		horizon = max(horizon, tb.completeBefore(g.numMembers()))
+	if full := g.numMembers(); (created || r.n == full) && g.nUnaligned == 0 && g.joinedT < horizon {
+		horizon = max(horizon, tb.completeBefore(full))
+		if r.n == full && r != tb.open[len(tb.open)-1] {
+			horizon = max(horizon, r.t) // completed behind a newer row
+		}
+	}
+	if n, limit := len(tb.open), openRowLimit(tb.ncols); n > limit {
+		// More rows open than a group of this width may hold (members that
+		// agree on no timestamp): the oldest are sealed, whatever the window.
+		horizon = max(horizon, tb.open[n-limit-1].t)
 	}
 	if len(tb.open) > 0 && tb.open[0].t <= horizon {
 		tb.sealUpTo(horizon, cut, func(r *row, prevHas func(int) bool) { g.onSeal(r, prevHas, stats) })
 	}
 	return nil
+}
+
+// soloOpenCells bounds the open-row cells (rows × group width) one aligned
+// member may hold alone, in rows that it opened and no other member joined,
+// before it is stored on its own (soloOpenLimit).
+const soloOpenCells = 1 << 16
+
+// maxSoloOpenRows bounds soloOpenLimit for narrow groups.
+const maxSoloOpenRows = 1024
+
+// soloOpenLimit is how many open rows a member of a group of width ncols may
+// hold alone: 13 in a group of 5,000, 1,024 in one of up to 64.
+func soloOpenLimit(ncols int) int {
+	return min(max(soloOpenCells/max(ncols, 1), soloRowsToUnalign), maxSoloOpenRows)
+}
+
+// maxOpenCells and minOpenRowLimit bound the open rows of a group's table
+// whatever its members send (openRowLimit): 32 MiB of values.
+const (
+	maxOpenCells    = 1 << 22
+	minOpenRowLimit = 128
+)
+
+// openRowLimit is how many rows a table of width ncols keeps open at most.
+func openRowLimit(ncols int) int {
+	return max(maxOpenCells/max(ncols, 1), minOpenRowLimit)
+}
+
+// soloOpenRun reports whether aligned member s, about to place an in-order
+// sample at t after its previous one at prevT, must be stored on its own:
+// it would open yet another row at t while its rows that no other member
+// joined, still open, are as many as soloOpenLimit allows. Each open row is
+// as wide as the group, so a member sending timestamps the others do not
+// share (thousands of distinct milliseconds) would otherwise cost the group
+// a row per sample. Called with g.mu held.
+func (g *group) soloOpenRun(s *memSeries, prevT, t int64) bool {
+	tb := g.aligned
+	if g.numMembers() < 2 || tb.hasRow(t) {
+		return false
+	}
+	prev := tb.openRow(prevT)
+	if prev == nil || prev.n != 1 || !prev.has(int(s.col)) {
+		if s.x != nil {
+			s.x.soloOpen = 0
+		}
+		return false
+	}
+	x := s.extra()
+	if x.soloOpen == 0 || x.soloFrom <= tb.sealedMaxT {
+		// A new run, or its first rows were sealed since: count from prev.
+		x.soloFrom, x.soloOpen = prevT, 1
+	} else {
+		x.soloOpen++
+	}
+	return int(x.soloOpen) >= soloOpenLimit(tb.ncols)
+}
+
+// unalignSolo stores member s on its own from now on (soloOpenRun) and
+// moves its open rows that no other member joined to its own table.
+func (g *group) unalignSolo(s *memSeries, cut chunkCut, stats *headCounters) {
+	g.unalign(s, stats)
+	x := s.x
+	x.matchRun = -soloRowsToUnalign // on its own schedule: slower to realign
+	x.soloOpen, x.solo = 0, 0
+	tb, c, own := g.aligned, int(s.col), x.own
+	keep := tb.open[:0]
+	for _, r := range tb.open {
+		if r.n != 1 || !r.has(c) || r.t <= own.maxT {
+			keep = append(keep, r)
+			continue
+		}
+		or, _ := own.rowFor(r.t)
+		own.set(or, 0, r.vals[c])
+		tb.recycle(r)
+	}
+	clear(tb.open[len(keep):])
+	tb.open = keep
+	own.sealUpTo(own.maxT, cut, nil)
+	// The newest timestamp left in the shared table: the moved rows must not
+	// move the group's open window.
+	tb.maxT = tb.sealedMaxT
+	if n := len(tb.open); n > 0 {
+		tb.maxT = max(tb.maxT, tb.open[n-1].t)
+	}
 }
 
 // unalign sends member s's next samples to a table of its own.
@@ -347,8 +457,10 @@ func (g *group) inferStaleness(r *row, stats *headCounters) {
 
 // lookup finds member s's value at t; called with g.mu held.
 func (g *group) lookup(s *memSeries, t int64) (float64, bool) {
-	if i, found := slices.BinarySearchFunc(s.late(), t, func(a Sample, t int64) int { return cmp.Compare(a.T, t) }); found {
-		return s.late()[i].V, true
+	if s.x != nil {
+		if v, found := s.x.findLate(t); found {
+			return v, true
+		}
 	}
 	// Newer than a table's sealed rows, t can only be in its open rows: no
 	// chunk to decode (the common case of a sample a few scrapes late).
@@ -361,19 +473,23 @@ func (g *group) lookup(s *memSeries, t int64) (float64, bool) {
 			continue
 		}
 		if t <= tc.tb.sealedMaxT {
-			inChunks = true
+			inChunks = inChunks || tc.tb.sealedRow(t)
 			continue
 		}
-		for i := len(tc.tb.open) - 1; i >= 0 && tc.tb.open[i].t >= t; i-- {
-			if r := tc.tb.open[i]; r.t == t && r.has(tc.col) {
-				return r.vals[tc.col], true
-			}
+		if r := tc.tb.openRow(t); r != nil && r.has(tc.col) {
+			return r.vals[tc.col], true
 		}
 	}
-	if !inChunks {
+	if !inChunks || t < s.minT || s.removed() {
 		return 0, false
 	}
-	it := newSeriesIterator(g.snapshot(s, t, t))
+	// The tables' chunks at t only: the late samples were searched above.
+	d := &seriesData{mint: t, maxt: t}
+	d.parts = d.add(d.parts, g.aligned, int(s.col))
+	if own := s.own(); own != nil {
+		d.own = d.add(d.own, own, 0)
+	}
+	it := newSeriesIterator(d)
 	if it.Next() != 0 && it.AtT() == t {
 		_, v := it.At()
 		return v, true
@@ -406,10 +522,8 @@ func (g *group) snapshotShared(s *memSeries, mint, maxt int64, sc *snapCache) *s
 	if s.own() != nil {
 		d.own = d.add(d.own, s.own(), 0)
 	}
-	for _, l := range s.late() {
-		if l.T >= mint && l.T <= maxt {
-			d.late = append(d.late, l)
-		}
+	if in := lateIn(s.late(), mint, maxt); len(in) > 0 {
+		d.late = slices.Clone(in)
 	}
 	return d
 }
@@ -418,14 +532,15 @@ func (g *group) snapshotShared(s *memSeries, mint, maxt int64, sc *snapCache) *s
 // already flushed): it is kept aside and written to an out-of-order block.
 // Called with g.mu held.
 func (g *group) appendLate(s *memSeries, t int64, v float64, stats *headCounters) error {
-	i, found := slices.BinarySearchFunc(s.late(), t, func(a Sample, t int64) int { return cmp.Compare(a.T, t) })
-	if found {
-		if math.Float64bits(s.late()[i].V) == math.Float64bits(v) {
-			return errDupSame
+	if s.x != nil {
+		if old, found := s.x.findLate(t); found {
+			if math.Float64bits(old) == math.Float64bits(v) {
+				return errDupSame
+			}
+			return ErrDuplicateSample
 		}
-		return ErrDuplicateSample
 	}
-	s.addLate(t, v)
+	s.insertLate(t, v)
 	stats.late.Add(1)
 	return nil
 }
@@ -456,14 +571,20 @@ type appendOpts struct {
 	ooo    int64    // out-of-order window behind the group's newest timestamp, ms; 0 disables
 }
 
-// addLate keeps a sample that is older than the series' newest one.
+// addLate keeps a sample that is older than the series' newest one (one
+// already kept at t stays).
 func (s *memSeries) addLate(t int64, v float64) {
-	i, found := slices.BinarySearchFunc(s.late(), t, func(a Sample, t int64) int { return cmp.Compare(a.T, t) })
-	if found {
-		return
+	if s.x != nil {
+		if _, found := s.x.findLate(t); found {
+			return
+		}
 	}
-	x := s.extra()
-	x.late = slices.Insert(x.late, i, Sample{T: t, V: v})
+	s.insertLate(t, v)
+}
+
+// insertLate adds a late sample at t, which the caller made sure is absent.
+func (s *memSeries) insertLate(t int64, v float64) {
+	s.extra().insertLate(t, v)
 	if t < s.minT {
 		s.minT = t
 	}
@@ -526,20 +647,19 @@ func decodeTimestamps(b []byte, rows int) []int64 {
 }
 
 func (d *seriesData) add(parts []part, tb *table, c int) []part {
+	// Chunks are in time order: those in range are found by binary search.
+	chunks := tb.chunks
+	chunks = chunks[sort.Search(len(chunks), func(i int) bool { return chunks[i].maxT >= d.mint }):]
+	chunks = chunks[:sort.Search(len(chunks), func(i int) bool { return chunks[i].minT > d.maxt })]
 	// Count first: one allocation of the parts, one of the open samples.
-	n, nopen := 0, 0
-	for _, ch := range tb.chunks {
-		if ch.maxT >= d.mint && ch.minT <= d.maxt {
-			n++
-		}
-	}
+	n, nopen := len(chunks), 0
 	for _, r := range tb.open {
 		if r.t >= d.mint && r.t <= d.maxt && r.has(c) {
 			nopen++
 		}
 	}
 	parts = slices.Grow(parts, n+2)
-	for _, ch := range tb.chunks {
+	for _, ch := range chunks {
 		if ch.maxT < d.mint || ch.minT > d.maxt || ch.col(c) == nil {
 			continue
 		}

@@ -1,10 +1,12 @@
 package tsdb
 
 import (
+	"cmp"
 	"encoding/binary"
 	"math"
 	"math/bits"
 	"slices"
+	"sort"
 	"sync"
 	"unsafe"
 
@@ -45,17 +47,32 @@ func (r *row) has(c int) bool {
 	return w < len(r.present) && r.present[w]&(1<<(uint(c)&63)) != 0
 }
 
+// search returns the index of the open row at t, or where it would go, and
+// whether it exists: the newest row is checked first (most samples land on
+// it or after it), older ones by binary search.
+func (tb *table) search(t int64) (int, bool) {
+	n := len(tb.open)
+	if n == 0 || tb.open[n-1].t < t {
+		return n, false
+	}
+	if tb.open[n-1].t == t {
+		return n - 1, true
+	}
+	return slices.BinarySearchFunc(tb.open[:n-1], t, func(r *row, t int64) int { return cmp.Compare(r.t, t) })
+}
+
 // hasRow reports whether an open row at t exists.
 func (tb *table) hasRow(t int64) bool {
-	for i := len(tb.open) - 1; i >= 0; i-- {
-		if tb.open[i].t == t {
-			return true
-		}
-		if tb.open[i].t < t {
-			return false
-		}
+	_, ok := tb.search(t)
+	return ok
+}
+
+// openRow returns the open row at t, nil if there is none.
+func (tb *table) openRow(t int64) *row {
+	if i, ok := tb.search(t); ok {
+		return tb.open[i]
 	}
-	return false
+	return nil
 }
 
 // maxFreeRows is how many sealed rows a table keeps for reuse: rows open
@@ -70,10 +87,15 @@ func (tb *table) recycle(r *row) {
 	}
 }
 
+// completeScan bounds the rows completeBefore looks at: a row completed
+// further back is sealed when it completes (group.append) or by the window.
+const completeScan = 16
+
 // completeBefore returns the time of the newest open row, other than the
-// newest, that holds all full columns; math.MinInt64 if there is none.
+// newest, that holds all full columns, among the completeScan rows before
+// the newest; math.MinInt64 if there is none.
 func (tb *table) completeBefore(full int) int64 {
-	for i := len(tb.open) - 2; i >= 0; i-- {
+	for i := len(tb.open) - 2; i >= 0 && i >= len(tb.open)-1-completeScan; i-- {
 		if tb.open[i].n >= full {
 			return tb.open[i].t
 		}
@@ -83,12 +105,9 @@ func (tb *table) completeBefore(full int) int64 {
 
 // rowFor returns the open row at t, creating it if needed, and whether it was created.
 func (tb *table) rowFor(t int64) (*row, bool) {
-	i := len(tb.open)
-	for i > 0 && tb.open[i-1].t > t {
-		i--
-	}
-	if i > 0 && tb.open[i-1].t == t {
-		return tb.open[i-1], false
+	i, found := tb.search(t)
+	if found {
+		return tb.open[i], false
 	}
 	var r *row
 	if n := len(tb.free); n > 0 {
@@ -129,6 +148,33 @@ func (tb *table) set(r *row, c int, v float64) {
 	if r.t > tb.maxT {
 		tb.maxT = r.t
 	}
+}
+
+// sealedRow reports whether the table's sealed rows (its chunks and the
+// chunk being built) hold a row at t, decoding timestamps only: most samples
+// looked up there (an out-of-order flood) match no row, so no value is decoded.
+func (tb *table) sealedRow(t int64) bool {
+	if t > tb.sealedMaxT {
+		return false
+	}
+	if b := tb.building; b != nil && b.rows > 0 && t >= b.minT {
+		return t <= b.maxT && hasTimestamp(b.ts.Bytes(), b.rows, t)
+	}
+	i := sort.Search(len(tb.chunks), func(i int) bool { return tb.chunks[i].maxT >= t })
+	return i < len(tb.chunks) && tb.chunks[i].minT <= t && hasTimestamp(tb.chunks[i].ts, tb.chunks[i].rows, t)
+}
+
+// hasTimestamp reports whether a timestamp column of rows entries holds t;
+// true when it does not decode (the caller's read then reports the error).
+func hasTimestamp(b []byte, rows int, t int64) bool {
+	var d encoding.TSDecoder
+	d.Reset(b, rows)
+	for d.Next() {
+		if at := d.At(); at >= t {
+			return at == t
+		}
+	}
+	return d.Err() != nil
 }
 
 // sealer receives notice of each sealed row so the group can track alignment.
