@@ -32,38 +32,61 @@ func reqErrorf(status int, format string, args ...any) *requestError {
 // maxPooledBuffer is the largest buffer capacity a decoder keeps when it returns to the pool.
 const maxPooledBuffer = 16 << 20
 
+// minBodyBuffer is the first capacity of a body buffer.
+const minBodyBuffer = 32 << 10
+
 // maxSeriesText bounds the length of a series printed in an error message.
 const maxSeriesText = 256
+
+// minLabelsKept is the fewest label pairs of a series the decoder stores
+// when it has more than MaxLabelsPerSeries: enough for formatSeries to
+// print as much as it would print of all of them (each pair takes at
+// least 7 bytes of text, 37 pairs exceed maxSeriesText).
+const minLabelsKept = 40
 
 // decodeStats counts what one request carried and what decoding itself refused.
 type decodeStats struct {
 	samples    int // float samples in the request
 	histograms int // native histogram samples in the request (never written)
-	exemplars  int // exemplars in the request (never written)
+	exemplars  int // exemplars in the request
 	// invalid counts float samples refused before storage, by reason (tsdb.ErrInvalidLabels).
 	invalid tsdb.AppendResult
 	// histogramSeries and exemplarSeries name one series that carried histograms / exemplars.
 	histogramSeries, exemplarSeries string
 }
 
-// decoder turns request bodies into batches. Decoders are pooled: the buffers and
-// the protobuf request structs are reused across requests, while every Batch is
-// freshly allocated so the Appender may keep it.
+// decoder turns request bodies into batches. Decoders are pooled: the buffers
+// are reused across requests, and so is the batch (the Appender copies what
+// it keeps).
 type decoder struct {
 	limits Limits
 	body   []byte // compressed body
 	raw    []byte // snappy-decoded protobuf
-	v1     prompb.WriteRequest
-	v2     writev2.Request
 	sb     labels.ScratchBuilder
-	seen   map[string]struct{} // metric names whose metadata is already in the batch
-	utf8ok []bool              // per 2.0 symbol: valid UTF-8 (each symbol is checked once)
-	lbuf   []prompb.Label      // labels of the 1.0 series being decoded (strings point into raw)
-	lbufOK bool                // lbuf holds curTS's labels (parseLbuf ran)
-	curTS  []byte              // the 1.0 TimeSeries being decoded
+	esb    labels.ScratchBuilder // exemplar labels
+	seen   map[string]struct{}   // metric names whose metadata is already in the batch
+	// counted is the number of samples, histograms and exemplars decoded so
+	// far in the request (MaxSamplesPerRequest).
+	counted int
+
+	// 1.0
+	lbuf      []prompb.Label // labels of the 1.0 series being decoded (strings point into raw)
+	lbufN     int            // labels the series has; lbuf holds the first labelsKept() of them
+	lbufOK    bool           // lbuf holds curTS's labels (parseLbuf ran)
+	curTS     []byte         // the 1.0 TimeSeries being decoded
+	curLabels int            // label fields of curTS
 	// rawLabels are the protobuf bytes of lbuf's label fields when contiguous.
 	rawLabels []byte
 	exbuf     []tsdb.Exemplar // exemplars of the 1.0 series being decoded
+	exlbuf    []prompb.Label  // labels of the 1.0 exemplar being decoded
+
+	// 2.0
+	syms   []string     // symbols table (strings point into raw)
+	utf8ok []bool       // per symbol: valid UTF-8 (each symbol is checked once)
+	cur    v2Series     // the 2.0 series being decoded
+	refs   []uint32     // cur's first labels_refs
+	v2ex   []v2Exemplar // cur's exemplars
+	exRefs []uint32     // their first labels_refs
 
 	resolver SeriesResolver           // finds known series by label hash; may be nil
 	match    func(labels.Labels) bool // d.matchLbuf, bound once
@@ -79,39 +102,83 @@ type decoder struct {
 }
 
 func newDecoder(l Limits) *decoder {
-	d := &decoder{limits: l.withDefaults(), sb: labels.NewScratchBuilder(16), seen: map[string]struct{}{}}
+	d := &decoder{limits: l.withDefaults(), sb: labels.NewScratchBuilder(16), esb: labels.NewScratchBuilder(4), seen: map[string]struct{}{}}
 	d.match = d.matchLbuf
 	d.matchV2 = d.matchV2Labels
 	return d
 }
 
+// labelsKept is how many label pairs of one series or exemplar the decoder stores.
+func (d *decoder) labelsKept() int { return max(d.limits.MaxLabelsPerSeries+1, minLabelsKept) }
+
+// count adds n samples, histograms or exemplars to the request's count and
+// fails the request once they exceed MaxSamplesPerRequest.
+func (d *decoder) count(n int) error {
+	if d.counted += n; d.counted > d.limits.MaxSamplesPerRequest {
+		return reqErrorf(http.StatusRequestEntityTooLarge, "request holds more than %d samples, histograms and exemplars, the limit", d.limits.MaxSamplesPerRequest)
+	}
+	return nil
+}
+
+// resetArena empties the sample arena for a request of size bytes. A new
+// arena is sized from the body (a sample every 64 bytes) up to 64k samples:
+// beyond that it grows with the samples actually read.
+func (d *decoder) resetArena(size int) {
+	if cap(d.arena) == 0 {
+		d.arena = make([]tsdb.Sample, 0, min(size/64+16, 64<<10, d.limits.MaxSamplesPerRequest))
+	}
+	d.arena = d.arena[:0]
+	d.counted = 0
+}
+
+// appendSample appends s to the arena, which grows no larger than
+// MaxSamplesPerRequest (count refuses more). Series already read keep
+// their samples in the old array.
+func (d *decoder) appendSample(s tsdb.Sample) {
+	if len(d.arena) == cap(d.arena) {
+		n := min(max(2*cap(d.arena), 1024), d.limits.MaxSamplesPerRequest)
+		d.arena = append(make([]tsdb.Sample, 0, max(n, len(d.arena)+1)), d.arena...)
+	}
+	d.arena = append(d.arena, s)
+}
+
+// tooManySeries is the error of a request with more than MaxSeriesPerRequest entries.
+func (d *decoder) tooManySeries() error {
+	return reqErrorf(http.StatusRequestEntityTooLarge, "request holds more than %d series, the limit", d.limits.MaxSeriesPerRequest)
+}
+
 // release drops references into the last request so the pooled decoder holds no garbage.
 func (d *decoder) release() {
-	clear(d.v1.Timeseries)
-	clear(d.v1.Metadata)
-	d.v1 = prompb.WriteRequest{Timeseries: d.v1.Timeseries[:0], Metadata: d.v1.Metadata[:0]}
-	clear(d.v2.Symbols)
-	clear(d.v2.Timeseries)
-	d.v2 = writev2.Request{Symbols: d.v2.Symbols[:0], Timeseries: d.v2.Timeseries[:0]}
 	clear(d.seen)
-	d.utf8ok = d.utf8ok[:0]
+	clear(d.syms)
+	d.syms, d.utf8ok = trim(d.syms[:0], maxPooledBuffer/16), trim(d.utf8ok[:0], maxPooledBuffer)
+	d.refs, d.exRefs = trim(d.refs[:0], maxPooledBuffer/4), trim(d.exRefs[:0], maxPooledBuffer/4)
+	d.v2ex = trim(d.v2ex[:0], maxPooledBuffer/64)
+	d.cur = v2Series{}
 	d.v2cur = v2Labels{}
-	d.curTS, d.rawLabels, d.lbuf = nil, nil, d.lbuf[:0]
+	d.curTS, d.rawLabels = nil, nil
+	clear(d.lbuf)
+	clear(d.exlbuf)
+	d.lbuf, d.exlbuf = d.lbuf[:0], d.exlbuf[:0]
+	clear(d.exbuf)
+	d.exbuf = trim(d.exbuf[:0], maxPooledBuffer/32)
 	d.sb.Reset()
+	d.esb.Reset()
 	d.stats = decodeStats{}
+	d.counted = 0
 	d.resetBatch()
-	if cap(d.arena) > maxPooledBuffer/24 {
-		d.arena = nil
+	d.arena = trim(d.arena, maxPooledBuffer/16)
+	d.batch.Series = trim(d.batch.Series, maxPooledBuffer/128)
+	d.body = trim(d.body, maxPooledBuffer)
+	d.raw = trim(d.raw, maxPooledBuffer)
+}
+
+// trim returns s, or nil when its capacity exceeds max elements.
+func trim[S ~[]E, E any](s S, max int) S {
+	if cap(s) > max {
+		return nil
 	}
-	if cap(d.batch.Series) > maxPooledBuffer/128 {
-		d.batch.Series = nil
-	}
-	if cap(d.body) > maxPooledBuffer {
-		d.body = nil
-	}
-	if cap(d.raw) > maxPooledBuffer {
-		d.raw = nil
-	}
+	return s
 }
 
 // resetBatch empties the reused batch, dropping its references to the last request.
@@ -121,28 +188,29 @@ func (d *decoder) resetBatch() {
 	d.batch = tsdb.Batch{Series: d.batch.Series[:0], Metadata: d.batch.Metadata[:0]}
 }
 
-// sampleArena returns the reused sample arena with room for n samples.
-func (d *decoder) sampleArena(n int) []tsdb.Sample {
-	if cap(d.arena) < n {
-		d.arena = make([]tsdb.Sample, n)
-	}
-	return d.arena[:n]
-}
-
-// readBody reads the compressed request body, refusing bodies over MaxBodyBytes.
+// readBody reads the compressed request body into the decoder's pooled
+// buffer, refusing bodies over MaxBodyBytes. The buffer grows as bytes
+// arrive: a Content-Length caps the growth but allocates nothing, so a
+// request claiming 32 MiB and sending a few bytes costs a few bytes.
 func (d *decoder) readBody(r *http.Request) ([]byte, error) {
 	limit := d.limits.MaxBodyBytes
 	if r.ContentLength > limit {
 		return nil, reqErrorf(http.StatusRequestEntityTooLarge, "request body of %d bytes exceeds the limit of %d bytes", r.ContentLength, limit)
 	}
-	buf := d.body[:0]
-	if want := int(r.ContentLength) + 512; r.ContentLength > 0 && cap(buf) < want {
-		buf = make([]byte, 0, want)
+	// One byte more than the body may hold: room for the read that returns EOF.
+	hint := limit + 1
+	if r.ContentLength >= 0 {
+		hint = r.ContentLength + 1
 	}
+	buf := d.body[:0]
 	lr := io.LimitReader(r.Body, limit+1)
-	for {
+	for int64(len(buf)) <= limit {
 		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
+			n := int64(max(2*cap(buf), minBodyBuffer))
+			if c := int64(cap(buf)); c < hint && n > hint {
+				n = hint // the body is no longer than its Content-Length
+			}
+			buf = append(make([]byte, 0, min(n, limit+1)), buf...)
 		}
 		n, err := lr.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
@@ -161,14 +229,24 @@ func (d *decoder) readBody(r *http.Request) ([]byte, error) {
 	return buf, nil
 }
 
-// decompress snappy-decodes (block format) body, refusing outputs over MaxDecodedBytes.
-func (d *decoder) decompress(body []byte) ([]byte, error) {
+// decodedLen returns the snappy-decoded length of body from its header,
+// refusing lengths over MaxDecodedBytes before anything is allocated.
+func (d *decoder) decodedLen(body []byte) (int, error) {
 	n, err := snappy.DecodedLen(body)
 	if err != nil {
-		return nil, reqErrorf(http.StatusBadRequest, "decoding snappy body: %v", err)
+		return 0, reqErrorf(http.StatusBadRequest, "decoding snappy body: %v", err)
 	}
 	if int64(n) > d.limits.MaxDecodedBytes {
-		return nil, reqErrorf(http.StatusRequestEntityTooLarge, "decoded body of %d bytes exceeds the limit of %d bytes", n, d.limits.MaxDecodedBytes)
+		return 0, reqErrorf(http.StatusRequestEntityTooLarge, "decoded body of %d bytes exceeds the limit of %d bytes", n, d.limits.MaxDecodedBytes)
+	}
+	return n, nil
+}
+
+// decompress snappy-decodes (block format) body, refusing outputs over MaxDecodedBytes.
+func (d *decoder) decompress(body []byte) ([]byte, error) {
+	n, err := d.decodedLen(body)
+	if err != nil {
+		return nil, err
 	}
 	if cap(d.raw) < n {
 		d.raw = make([]byte, n)
@@ -180,240 +258,12 @@ func (d *decoder) decompress(body []byte) ([]byte, error) {
 	return raw, nil
 }
 
-// decodeV1Gogo is the reference decoder for 1.0, built on the generated
-// Unmarshal; decodeV1 (decode_v1.go) must behave identically (tests compare them).
-func (d *decoder) decodeV1Gogo(data []byte) (*tsdb.Batch, error) {
-	d.stats = decodeStats{}
-	req := &d.v1
-	clear(req.Timeseries)
-	clear(req.Metadata)
-	*req = prompb.WriteRequest{Timeseries: req.Timeseries[:0], Metadata: req.Metadata[:0]}
-	if err := req.Unmarshal(data); err != nil {
-		return nil, reqErrorf(http.StatusBadRequest, "decoding 1.0 prometheus.WriteRequest: %v", err)
-	}
-	if len(req.Timeseries) == 0 && len(req.Metadata) == 0 && len(req.XXX_unrecognized) > 0 {
-		return nil, reqErrorf(http.StatusBadRequest, "1.0 prometheus.WriteRequest holds only unknown fields: "+
-			"is this a 2.0 request sent without Content-Type proto=io.prometheus.write.v2.Request?")
-	}
-	if max := d.limits.MaxSeriesPerRequest; max > 0 && len(req.Timeseries) > max {
-		return nil, reqErrorf(http.StatusRequestEntityTooLarge, "request holds %d series, more than the limit of %d", len(req.Timeseries), max)
-	}
-
-	total := 0
-	for i := range req.Timeseries {
-		total += len(req.Timeseries[i].Samples)
-	}
-	d.resetBatch()
-	b := &d.batch
-	arena := d.sampleArena(total)
-	for i := range req.Timeseries {
-		ts := &req.Timeseries[i]
-		d.stats.samples += len(ts.Samples)
-		if len(ts.Histograms) > 0 {
-			d.stats.histograms += len(ts.Histograms)
-			if d.stats.histogramSeries == "" {
-				d.stats.histogramSeries = formatSeries(v1Labels(ts.Labels))
-			}
-		}
-		if len(ts.Exemplars) > 0 {
-			d.stats.exemplars += len(ts.Exemplars)
-			if d.stats.exemplarSeries == "" {
-				d.stats.exemplarSeries = formatSeries(v1Labels(ts.Labels))
-			}
-		}
-		if len(ts.Samples) == 0 && len(ts.Exemplars) == 0 {
-			continue
-		}
-		if err := checkLabels(&d.limits, v1Labels(ts.Labels)); err != nil {
-			d.stats.invalid.Reject(tsdb.ErrInvalidLabels, len(ts.Samples), err.Error())
-			continue
-		}
-		d.sb.Reset()
-		for _, l := range ts.Labels {
-			d.sb.Add(l.Name, l.Value)
-		}
-		n := len(ts.Samples)
-		ss := arena[:n:n]
-		arena = arena[n:]
-		for j, s := range ts.Samples {
-			ss[j] = tsdb.Sample{T: s.Timestamp, V: s.Value}
-		}
-		var exs []tsdb.Exemplar
-		for k := range ts.Exemplars {
-			exs = append(exs, exemplarV1(&ts.Exemplars[k]))
-		}
-		b.Series = append(b.Series, tsdb.BatchSeries{Labels: d.sb.Labels(), Samples: ss, Exemplars: exs})
-	}
-	if len(req.Metadata) > 0 {
-		b.Metadata = make([]tsdb.Metadata, 0, len(req.Metadata))
-		for _, m := range req.Metadata {
-			if m.MetricFamilyName == "" || !utf8.ValidString(m.MetricFamilyName) {
-				continue
-			}
-			b.Metadata = append(b.Metadata, tsdb.Metadata{
-				Metric: m.MetricFamilyName,
-				Type:   metricTypeV1(m.Type),
-				Help:   strings.ToValidUTF8(m.Help, "\uFFFD"),
-				Unit:   strings.ToValidUTF8(m.Unit, "\uFFFD"),
-			})
-		}
-	}
-	return b, nil
-}
-
-// decodeV2 converts a serialized io.prometheus.write.v2.Request into a batch.
-// Symbol-table violations (symbols[0] not empty, refs out of range, odd labels_refs)
-// fail the whole request; series with invalid labels are left out and counted in
-// d.stats.invalid; native histograms and exemplars are counted and left out.
 // decode decodes a snappy-decoded request body of protocol version ver.
 func (d *decoder) decode(ver protoVersion, raw []byte) (*tsdb.Batch, error) {
 	if ver == protoV2 {
 		return d.decodeV2(raw)
 	}
 	return d.decodeV1(raw)
-}
-
-func (d *decoder) decodeV2(data []byte) (*tsdb.Batch, error) {
-	d.stats = decodeStats{}
-	clear(d.seen)
-	req := &d.v2
-	clear(req.Symbols)
-	clear(req.Timeseries)
-	*req = writev2.Request{Symbols: req.Symbols[:0], Timeseries: req.Timeseries[:0]}
-	if err := req.Unmarshal(data); err != nil {
-		return nil, reqErrorf(http.StatusBadRequest, "decoding 2.0 io.prometheus.write.v2.Request: %v", err)
-	}
-	syms := req.Symbols
-	if len(syms) == 0 {
-		switch {
-		case len(req.Timeseries) == 0 && len(req.XXX_unrecognized) == 0:
-			return &tsdb.Batch{}, nil // empty request
-		case len(req.Timeseries) == 0:
-			return nil, reqErrorf(http.StatusBadRequest, "2.0 request holds only fields reserved in io.prometheus.write.v2.Request: "+
-				"is this a 1.0 prometheus.WriteRequest sent with Content-Type proto=io.prometheus.write.v2.Request?")
-		default:
-			return nil, reqErrorf(http.StatusBadRequest, "2.0 request has an empty symbols table; symbols[0] must be the empty string")
-		}
-	}
-	if syms[0] != "" {
-		return nil, reqErrorf(http.StatusBadRequest, "2.0 request: symbols[0] must be the empty string, got %s", quoteTrunc(syms[0]))
-	}
-	if max := d.limits.MaxSeriesPerRequest; max > 0 && len(req.Timeseries) > max {
-		return nil, reqErrorf(http.StatusRequestEntityTooLarge, "request holds %d series, more than the limit of %d", len(req.Timeseries), max)
-	}
-
-	d.utf8ok = d.utf8ok[:0]
-	for _, s := range syms {
-		d.utf8ok = append(d.utf8ok, utf8.ValidString(s))
-	}
-	total := 0
-	for i := range req.Timeseries {
-		ts := &req.Timeseries[i]
-		if err := checkRefsV2(i, ts, len(syms)); err != nil {
-			return nil, err
-		}
-		total += len(ts.Samples)
-	}
-
-	d.resetBatch()
-	b := &d.batch
-	arena := d.sampleArena(total)
-	var prev tsdb.SeriesRef // the series resolved last
-	for i := range req.Timeseries {
-		ts := &req.Timeseries[i]
-		ls := v2Labels{refs: ts.LabelsRefs, syms: syms, utf8ok: d.utf8ok}
-		d.stats.samples += len(ts.Samples)
-		if len(ts.Histograms) > 0 {
-			d.stats.histograms += len(ts.Histograms)
-			if d.stats.histogramSeries == "" {
-				d.stats.histogramSeries = formatSeries(ls)
-			}
-		}
-		if len(ts.Exemplars) > 0 {
-			d.stats.exemplars += len(ts.Exemplars)
-			if d.stats.exemplarSeries == "" {
-				d.stats.exemplarSeries = formatSeries(ls)
-			}
-		}
-		// A series the storage already knows: no validation, no labels to build.
-		var (
-			ref   tsdb.SeriesRef
-			known bool
-		)
-		if d.resolver != nil && (len(ts.Samples) > 0 || len(ts.Exemplars) > 0) {
-			d.v2cur = ls
-			if ref, known = d.resolver.ResolveNext(prev, d.matchV2); !known {
-				ref, known = d.resolver.ResolveHash(prev, d.labelsHash(ls), d.matchV2)
-			}
-			prev = ref
-		}
-		if !known {
-			if err := checkLabels(&d.limits, ls); err != nil {
-				d.stats.invalid.Reject(tsdb.ErrInvalidLabels, len(ts.Samples), err.Error())
-				continue
-			}
-		}
-		d.addMetadataV2(b, ls, &ts.Metadata)
-		if len(ts.Samples) == 0 && len(ts.Exemplars) == 0 {
-			continue
-		}
-		var exs []tsdb.Exemplar
-		for k := range ts.Exemplars {
-			e := &ts.Exemplars[k]
-			esb := labels.NewScratchBuilder(len(e.LabelsRefs) / 2)
-			for j := 0; j+1 < len(e.LabelsRefs); j += 2 {
-				esb.Add(syms[e.LabelsRefs[j]], syms[e.LabelsRefs[j+1]])
-			}
-			esb.Sort()
-			exs = append(exs, tsdb.Exemplar{Labels: esb.Labels(), T: e.Timestamp, V: e.Value})
-		}
-		n := len(ts.Samples)
-		ss := arena[:n:n]
-		arena = arena[n:]
-		for j, s := range ts.Samples {
-			ss[j] = tsdb.Sample{T: s.Timestamp, V: s.Value}
-		}
-		if known {
-			b.Series = append(b.Series, tsdb.BatchSeries{Ref: ref, Samples: ss, Exemplars: exs})
-			continue
-		}
-		d.sb.Reset()
-		for j := 0; j < len(ts.LabelsRefs); j += 2 {
-			d.sb.Add(syms[ts.LabelsRefs[j]], syms[ts.LabelsRefs[j+1]])
-		}
-		b.Series = append(b.Series, tsdb.BatchSeries{Labels: d.sb.Labels(), Samples: ss, Exemplars: exs})
-	}
-	return b, nil
-}
-
-// checkRefsV2 verifies that every symbol reference of series i is inside the symbols table.
-func checkRefsV2(i int, ts *writev2.TimeSeries, nsyms int) error {
-	if len(ts.LabelsRefs)%2 != 0 {
-		return reqErrorf(http.StatusBadRequest, "2.0 request: timeseries[%d]: labels_refs has odd length %d", i, len(ts.LabelsRefs))
-	}
-	for j, r := range ts.LabelsRefs {
-		if int64(r) >= int64(nsyms) {
-			return reqErrorf(http.StatusBadRequest, "2.0 request: timeseries[%d]: labels_refs[%d]=%d outside the symbols table (size %d)", i, j, r, nsyms)
-		}
-	}
-	if int64(ts.Metadata.HelpRef) >= int64(nsyms) {
-		return reqErrorf(http.StatusBadRequest, "2.0 request: timeseries[%d]: metadata help_ref %d outside the symbols table (size %d)", i, ts.Metadata.HelpRef, nsyms)
-	}
-	if int64(ts.Metadata.UnitRef) >= int64(nsyms) {
-		return reqErrorf(http.StatusBadRequest, "2.0 request: timeseries[%d]: metadata unit_ref %d outside the symbols table (size %d)", i, ts.Metadata.UnitRef, nsyms)
-	}
-	for k := range ts.Exemplars {
-		refs := ts.Exemplars[k].LabelsRefs
-		if len(refs)%2 != 0 {
-			return reqErrorf(http.StatusBadRequest, "2.0 request: timeseries[%d]: exemplars[%d]: labels_refs has odd length %d", i, k, len(refs))
-		}
-		for j, r := range refs {
-			if int64(r) >= int64(nsyms) {
-				return reqErrorf(http.StatusBadRequest, "2.0 request: timeseries[%d]: exemplars[%d]: labels_refs[%d]=%d outside the symbols table (size %d)", i, k, j, r, nsyms)
-			}
-		}
-	}
-	return nil
 }
 
 // addMetadataV2 adds the metadata of a series (keyed by its __name__) to b once per request.

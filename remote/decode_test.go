@@ -142,6 +142,7 @@ func FuzzDecodeV2(f *testing.F) {
 	f.Add([]byte{0x0a, 0x00}) // reserved field 1 (a 1.0 timeseries)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fuzzDecode(t, data, (*decoder).decodeV2)
+		compareDecoders(t, data, (*decoder).decodeV2, (*decoder).decodeV2Gogo)
 	})
 }
 
@@ -222,10 +223,17 @@ func (nopAppender) AppendBatch(_ context.Context, b *tsdb.Batch) (tsdb.AppendRes
 // generated gogo Unmarshal on acceptance, batch content and counts.
 func compareWithGogo(t *testing.T, data []byte) {
 	t.Helper()
-	lim := Limits{MaxLabelsPerSeries: 8, MaxLabelNameLength: 64, MaxLabelValueLength: 64}
+	compareDecoders(t, data, (*decoder).decodeV1, (*decoder).decodeV1Gogo)
+}
+
+// compareDecoders checks that a hand-written decoder agrees with its
+// reference on acceptance, batch content and counts.
+func compareDecoders(t *testing.T, data []byte, hand, ref func(*decoder, []byte) (*tsdb.Batch, error)) {
+	t.Helper()
+	lim := Limits{MaxLabelsPerSeries: 8, MaxLabelNameLength: 64, MaxLabelValueLength: 64, MaxSeriesPerRequest: 50, MaxSamplesPerRequest: 100, MaxSymbolsPerRequest: 100}
 	fast, slow := newDecoder(lim), newDecoder(lim)
-	bf, errF := fast.decodeV1(data)
-	bs, errS := slow.decodeV1Gogo(data)
+	bf, errF := hand(fast, data)
+	bs, errS := ref(slow, data)
 	if (errF == nil) != (errS == nil) {
 		t.Fatalf("hand-written decoder error %v, gogo error %v", errF, errS)
 	}
@@ -237,7 +245,8 @@ func compareWithGogo(t *testing.T, data []byte) {
 	}
 	sf, ss := fast.stats, slow.stats
 	if sf.samples != ss.samples || sf.histograms != ss.histograms || sf.exemplars != ss.exemplars ||
-		sf.invalid.RejectedTotal() != ss.invalid.RejectedTotal() {
+		sf.invalid.RejectedTotal() != ss.invalid.RejectedTotal() ||
+		sf.histogramSeries != ss.histogramSeries || sf.exemplarSeries != ss.exemplarSeries {
 		t.Fatalf("stats differ: hand-written %+v, gogo %+v", sf, ss)
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
-	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/prompb"
 
 	"github.com/tandem-tsdb/tandem/tsdb"
@@ -165,10 +164,7 @@ func (d *decoder) walkV1(data []byte) (*tsdb.Batch, error) {
 	// afterwards (earlier series keep pointing into the old array, unchanged).
 	d.resetBatch()
 	b := &d.batch
-	if cap(d.arena) == 0 {
-		d.arena = make([]tsdb.Sample, 0, len(data)/64+16)
-	}
-	d.arena = d.arena[:0]
+	d.resetArena(len(data))
 	nSeries, nMeta, unknown := 0, 0, 0
 	var prev tsdb.SeriesRef // the series resolved last
 	maxSeries := d.limits.MaxSeriesPerRequest
@@ -192,6 +188,9 @@ func (d *decoder) walkV1(data []byte) (*tsdb.Batch, error) {
 		if err != nil {
 			return nil, err
 		}
+		if nSeries+nMeta >= maxSeries {
+			return nil, d.tooManySeries()
+		}
 		if field == 3 {
 			nMeta++
 			m, err := parseMetadataV1(msg)
@@ -213,9 +212,7 @@ func (d *decoder) walkV1(data []byte) (*tsdb.Batch, error) {
 			b.Metadata = append(b.Metadata, m)
 			continue
 		}
-		if nSeries++; maxSeries > 0 && nSeries > maxSeries {
-			return nil, reqErrorf(http.StatusRequestEntityTooLarge, "request holds more than %d series, the limit", maxSeries)
-		}
+		nSeries++
 		start := len(d.arena)
 		n, err := d.parseSeriesV1(msg)
 		if err != nil {
@@ -233,7 +230,11 @@ func (d *decoder) walkV1(data []byte) (*tsdb.Batch, error) {
 		// A series the storage already knows: no validation, no labels to
 		// build, and (for the one that followed the previous series last
 		// time, as most do) no hash either.
-		if d.resolver != nil {
+		tooMany := d.curLabels > d.limits.MaxLabelsPerSeries
+		if d.resolver != nil && tooMany {
+			prev = tsdb.SeriesRef{}
+		}
+		if d.resolver != nil && !tooMany {
 			ref, ok := d.resolver.ResolveNext(prev, d.match)
 			if !ok {
 				if err := d.parseLbuf(); err != nil {
@@ -250,7 +251,7 @@ func (d *decoder) walkV1(data []byte) (*tsdb.Batch, error) {
 		if err := d.parseLbuf(); err != nil {
 			return nil, err
 		}
-		if err := checkLabels(&d.limits, v1Labels(d.lbuf)); err != nil {
+		if err := d.checkLabelsV1(); err != nil {
 			d.stats.invalid.Reject(tsdb.ErrInvalidLabels, n, err.Error())
 			continue
 		}
@@ -277,6 +278,7 @@ func (d *decoder) parseSeriesV1(ts []byte) (int, error) {
 	d.curTS = ts
 	d.exbuf = d.exbuf[:0]
 	d.rawLabels = nil
+	d.curLabels = 0
 	n, hist, ex := 0, 0, 0
 	// The label fields' bytes, when contiguous (as every sender writes them),
 	// are hashed in one call to find a known series.
@@ -296,6 +298,7 @@ func (d *decoder) parseSeriesV1(ts []byte) (int, error) {
 			if _, err := r.bytes(); err != nil {
 				return 0, err
 			}
+			d.curLabels++
 			if lstart < 0 {
 				lstart = fieldStart
 			} else if lend != fieldStart {
@@ -307,28 +310,35 @@ func (d *decoder) parseSeriesV1(ts []byte) (int, error) {
 			if err != nil {
 				return 0, err
 			}
-			s, err := parseSample(msg)
+			s, err := parseSample(msg, false)
 			if err != nil {
 				return 0, err
 			}
-			d.arena = append(d.arena, s)
+			if err := d.count(1); err != nil {
+				return 0, err
+			}
+			d.appendSample(s)
 			n++
 		case 3, 4:
 			msg, err := r.bytes()
 			if err != nil {
 				return 0, err
 			}
-			// Rarely sent: the generated code decodes them.
+			if err := d.count(1); err != nil {
+				return 0, err
+			}
 			if field == 3 {
-				var e prompb.Exemplar
-				if err := e.Unmarshal(msg); err != nil {
+				e, ok, err := d.parseExemplarV1(msg)
+				if err != nil {
 					return 0, err
 				}
-				d.exbuf = append(d.exbuf, exemplarV1(&e))
+				if ok {
+					d.exbuf = append(d.exbuf, e)
+				}
 				ex++
 			} else {
-				var h prompb.Histogram
-				if err := h.Unmarshal(msg); err != nil {
+				// Not stored: checked, not decoded.
+				if err := checkHistogram(msg, histogramFieldsV1); err != nil {
 					return 0, err
 				}
 				hist++
@@ -369,7 +379,8 @@ func (d *decoder) parseLbuf() error {
 	if d.lbufOK {
 		return nil
 	}
-	d.lbuf = d.lbuf[:0]
+	d.lbuf, d.lbufN = d.lbuf[:0], 0
+	keep := d.labelsKept()
 	r := pbReader{b: d.curTS}
 	for !r.done() {
 		field, wire, err := r.key()
@@ -390,10 +401,77 @@ func (d *decoder) parseLbuf() error {
 		if err != nil {
 			return err
 		}
-		d.lbuf = append(d.lbuf, l)
+		if d.lbufN++; d.lbufN <= keep {
+			d.lbuf = append(d.lbuf, l)
+		}
 	}
 	d.lbufOK = true
 	return nil
+}
+
+// checkLabelsV1 validates the labels parseLbuf read (checkLabels), also
+// when lbuf holds only the first of them.
+func (d *decoder) checkLabelsV1() error {
+	if max := d.limits.MaxLabelsPerSeries; d.lbufN > max {
+		return seriesError(v1Labels(d.lbuf), fmt.Sprintf("%d labels, more than the limit of %d", d.lbufN, max))
+	}
+	return checkLabels(&d.limits, v1Labels(d.lbuf))
+}
+
+// parseExemplarV1 reads a 1.0 Exemplar as the generated code would; ok is
+// false when it has more labels than MaxLabelsPerSeries: it is not written.
+func (d *decoder) parseExemplarV1(b []byte) (e tsdb.Exemplar, ok bool, err error) {
+	d.exlbuf = d.exlbuf[:0]
+	n, max := 0, d.limits.MaxLabelsPerSeries
+	r := pbReader{b: b}
+	for !r.done() {
+		field, wire, err := r.key()
+		if err != nil {
+			return e, false, err
+		}
+		switch {
+		case field == 1 && wire == wireBytes:
+			msg, err := r.bytes()
+			if err != nil {
+				return e, false, err
+			}
+			l, err := parseLabel(msg)
+			if err != nil {
+				return e, false, err
+			}
+			if n++; n <= max {
+				d.exlbuf = append(d.exlbuf, l)
+			}
+		case field == 2 && wire == wireFixed64:
+			v, err := r.fixed64()
+			if err != nil {
+				return e, false, err
+			}
+			e.V = math.Float64frombits(v)
+		case field == 3 && wire == wireVarint:
+			v, err := r.uvarint()
+			if err != nil {
+				return e, false, err
+			}
+			e.T = int64(v)
+		case field <= 3:
+			return e, false, fmt.Errorf("Exemplar field %d has wire type %d: %w", field, wire, errProto)
+		default:
+			if err := r.skip(wire); err != nil {
+				return e, false, err
+			}
+		}
+	}
+	if n > max {
+		return e, false, nil
+	}
+	d.esb.Reset()
+	for _, l := range d.exlbuf {
+		d.esb.Add(l.Name, l.Value)
+	}
+	d.esb.Sort()
+	e.Labels = d.esb.Labels()
+	return e, true, nil
 }
 
 func parseLabel(b []byte) (prompb.Label, error) {
@@ -436,7 +514,9 @@ func parseLabel(b []byte) (prompb.Label, error) {
 	return l, nil
 }
 
-func parseSample(b []byte) (tsdb.Sample, error) {
+// parseSample reads a Sample; startTS: field 3 is the 2.0 start_timestamp
+// (an int64, ignored), unknown to 1.0.
+func parseSample(b []byte, startTS bool) (tsdb.Sample, error) {
 	// The shape every sender writes: value (field 1), then timestamp (field 2).
 	if len(b) >= 11 && b[0] == 1<<3|wireFixed64 && b[9] == 2<<3|wireVarint {
 		if t, k := binary.Uvarint(b[10:]); k > 0 && 10+k == len(b) {
@@ -463,7 +543,11 @@ func parseSample(b []byte) (tsdb.Sample, error) {
 				return s, err
 			}
 			s.T = int64(v)
-		case field == 1 || field == 2:
+		case field == 3 && startTS && wire == wireVarint:
+			if _, err := r.uvarint(); err != nil {
+				return s, err
+			}
+		case field == 1 || field == 2 || field == 3 && startTS:
 			return s, fmt.Errorf("Sample field %d has wire type %d: %w", field, wire, errProto)
 		default:
 			if err := r.skip(wire); err != nil {
@@ -513,14 +597,4 @@ func parseMetadataV1(b []byte) (tsdb.Metadata, error) {
 	}
 	m.Type = metricTypeV1(typ)
 	return m, nil
-}
-
-// exemplarV1 converts a 1.0 exemplar (labels sorted, copied).
-func exemplarV1(e *prompb.Exemplar) tsdb.Exemplar {
-	sb := labels.NewScratchBuilder(len(e.Labels))
-	for _, l := range e.Labels {
-		sb.Add(l.Name, l.Value)
-	}
-	sb.Sort()
-	return tsdb.Exemplar{Labels: sb.Labels(), T: e.Timestamp, V: e.Value}
 }

@@ -27,6 +27,10 @@ type writeMetrics struct {
 	samplesRejected *prometheus.CounterVec
 	dropped         *prometheus.CounterVec
 	requestBytes    prometheus.Histogram
+	panics          prometheus.Counter
+	// inflightRequests and inflightBytes are the requests being handled and their decoded bytes.
+	inflightRequests prometheus.Gauge
+	inflightBytes    prometheus.Gauge
 }
 
 func newWriteMetrics(reg prometheus.Registerer) *writeMetrics {
@@ -57,6 +61,18 @@ func newWriteMetrics(reg prometheus.Registerer) *writeMetrics {
 			Help:    "Compressed size of remote-write request bodies.",
 			Buckets: prometheus.ExponentialBuckets(256, 4, 10),
 		}),
+		panics: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tandem_remote_write_panics_total",
+			Help: "Remote-write requests whose handling panicked (answered 500; the stack is logged).",
+		}),
+		inflightRequests: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tandem_remote_write_requests_in_flight",
+			Help: "Remote-write requests being handled (at most --remote-write.max-concurrent-requests).",
+		}),
+		inflightBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tandem_remote_write_in_flight_decoded_bytes",
+			Help: "Snappy-decoded bytes of the remote-write requests being handled (at most --remote-write.max-inflight-bytes).",
+		}),
 	}
 	if reg != nil {
 		m.requests = register(reg, m.requests)
@@ -65,6 +81,9 @@ func newWriteMetrics(reg prometheus.Registerer) *writeMetrics {
 		m.samplesRejected = register(reg, m.samplesRejected)
 		m.dropped = register(reg, m.dropped)
 		m.requestBytes = register(reg, m.requestBytes)
+		m.panics = register(reg, m.panics)
+		m.inflightRequests = register(reg, m.inflightRequests)
+		m.inflightBytes = register(reg, m.inflightBytes)
 	}
 	return m
 }

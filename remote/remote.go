@@ -41,63 +41,94 @@ type SeriesResolver interface {
 	ResolveHash(prev tsdb.SeriesRef, hash uint64, match func(labels.Labels) bool) (tsdb.SeriesRef, bool)
 }
 
-// Limits bounds what a single write request may contain.
+// Limits bounds what one write request may contain and how many are handled
+// at once; every bound is checked before memory is allocated for what it counts.
+//
+// The defaults never refuse what a Prometheus sends: it puts at most
+// max_samples_per_send samples, histograms and exemplars in one request
+// (2000 by default, raised to 10k-50k by heavy users), one series entry each,
+// so 500k series and 2M samples leave 10x headroom over the largest common
+// setting, and senders that batch many samples per series (vmagent, OTel)
+// stay far below them too. They bound what a hostile request can cost: a
+// request of empty entries (2 bytes each on the wire) is refused at 500k
+// series or 2M samples, some 50 MiB of decoder memory, instead of growing
+// with the decoded size (an empty 2.0 series cost 176 bytes, 88x its wire size).
 type Limits struct {
 	// MaxBodyBytes is the largest accepted compressed body (0 = default 32 MiB).
 	MaxBodyBytes int64
 	// MaxDecodedBytes is the largest accepted body after snappy decoding (0 = default 128 MiB).
 	MaxDecodedBytes int64
-	// MaxLabelsPerSeries is the largest number of labels of one series (0 = default 64).
+	// MaxLabelsPerSeries is the largest number of labels of one series or exemplar (0 = default 64).
 	MaxLabelsPerSeries int
 	// MaxLabelNameLength is the longest label name in bytes (0 = default 1024).
 	MaxLabelNameLength int
 	// MaxLabelValueLength is the longest label value in bytes (0 = default 4096).
 	MaxLabelValueLength int
-	// MaxSeriesPerRequest is the largest number of series entries in one request (0 = unlimited).
+	// MaxSeriesPerRequest is the largest number of series entries (and 1.0 metadata entries) in one request (0 = default 500k).
 	MaxSeriesPerRequest int
+	// MaxSamplesPerRequest is the largest number of float samples, native histogram samples and exemplars in one request (0 = default 2M).
+	MaxSamplesPerRequest int
+	// MaxSymbolsPerRequest is the largest 2.0 symbols table (0 = default 2M).
+	MaxSymbolsPerRequest int
+	// MaxConcurrentRequests is how many write requests are handled at once; more get 503 with Retry-After (0 = default 64).
+	MaxConcurrentRequests int
+	// MaxInflightBytes bounds the decoded bytes of the write requests handled at once; more get 503 with Retry-After (0 = default 1 GiB).
+	MaxInflightBytes int64
 }
 
 // Default limit values, used for zero fields of Limits.
 const (
-	DefaultMaxBodyBytes        = 32 << 20  // compressed body: 32 MiB
-	DefaultMaxDecodedBytes     = 128 << 20 // snappy-decoded body: 128 MiB
-	DefaultMaxLabelsPerSeries  = 64        // labels of one series
-	DefaultMaxLabelNameLength  = 1024      // bytes of one label name
-	DefaultMaxLabelValueLength = 4096      // bytes of one label value
+	DefaultMaxBodyBytes          = 32 << 20  // compressed body: 32 MiB
+	DefaultMaxDecodedBytes       = 128 << 20 // snappy-decoded body: 128 MiB
+	DefaultMaxLabelsPerSeries    = 64        // labels of one series
+	DefaultMaxLabelNameLength    = 1024      // bytes of one label name
+	DefaultMaxLabelValueLength   = 4096      // bytes of one label value
+	DefaultMaxSeriesPerRequest   = 500_000   // series entries of one request
+	DefaultMaxSamplesPerRequest  = 2_000_000 // samples, histograms and exemplars of one request
+	DefaultMaxSymbolsPerRequest  = 2_000_000 // 2.0 symbols of one request
+	DefaultMaxConcurrentRequests = 64        // write requests handled at once
+	DefaultMaxInflightBytes      = 1 << 30   // decoded bytes of the requests handled at once: 1 GiB
 )
 
 // DefaultLimits returns the limits used when none are configured.
 func DefaultLimits() Limits {
 	return Limits{
-		MaxBodyBytes:        DefaultMaxBodyBytes,
-		MaxDecodedBytes:     DefaultMaxDecodedBytes,
-		MaxLabelsPerSeries:  DefaultMaxLabelsPerSeries,
-		MaxLabelNameLength:  DefaultMaxLabelNameLength,
-		MaxLabelValueLength: DefaultMaxLabelValueLength,
+		MaxBodyBytes:          DefaultMaxBodyBytes,
+		MaxDecodedBytes:       DefaultMaxDecodedBytes,
+		MaxLabelsPerSeries:    DefaultMaxLabelsPerSeries,
+		MaxLabelNameLength:    DefaultMaxLabelNameLength,
+		MaxLabelValueLength:   DefaultMaxLabelValueLength,
+		MaxSeriesPerRequest:   DefaultMaxSeriesPerRequest,
+		MaxSamplesPerRequest:  DefaultMaxSamplesPerRequest,
+		MaxSymbolsPerRequest:  DefaultMaxSymbolsPerRequest,
+		MaxConcurrentRequests: DefaultMaxConcurrentRequests,
+		MaxInflightBytes:      DefaultMaxInflightBytes,
 	}
 }
 
 // withDefaults replaces zero or negative fields by their defaults.
 func (l Limits) withDefaults() Limits {
 	d := DefaultLimits()
-	if l.MaxBodyBytes <= 0 {
-		l.MaxBodyBytes = d.MaxBodyBytes
+	def := func(v *int, dv int) {
+		if *v <= 0 {
+			*v = dv
+		}
 	}
-	if l.MaxDecodedBytes <= 0 {
-		l.MaxDecodedBytes = d.MaxDecodedBytes
+	def64 := func(v *int64, dv int64) {
+		if *v <= 0 {
+			*v = dv
+		}
 	}
-	if l.MaxLabelsPerSeries <= 0 {
-		l.MaxLabelsPerSeries = d.MaxLabelsPerSeries
-	}
-	if l.MaxLabelNameLength <= 0 {
-		l.MaxLabelNameLength = d.MaxLabelNameLength
-	}
-	if l.MaxLabelValueLength <= 0 {
-		l.MaxLabelValueLength = d.MaxLabelValueLength
-	}
-	if l.MaxSeriesPerRequest < 0 {
-		l.MaxSeriesPerRequest = 0
-	}
+	def64(&l.MaxBodyBytes, d.MaxBodyBytes)
+	def64(&l.MaxDecodedBytes, d.MaxDecodedBytes)
+	def(&l.MaxLabelsPerSeries, d.MaxLabelsPerSeries)
+	def(&l.MaxLabelNameLength, d.MaxLabelNameLength)
+	def(&l.MaxLabelValueLength, d.MaxLabelValueLength)
+	def(&l.MaxSeriesPerRequest, d.MaxSeriesPerRequest)
+	def(&l.MaxSamplesPerRequest, d.MaxSamplesPerRequest)
+	def(&l.MaxSymbolsPerRequest, d.MaxSymbolsPerRequest)
+	def(&l.MaxConcurrentRequests, d.MaxConcurrentRequests)
+	def64(&l.MaxInflightBytes, d.MaxInflightBytes)
 	return l
 }
 

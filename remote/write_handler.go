@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -101,11 +102,19 @@ func checkEncoding(values []string) error {
 	return fmt.Errorf("unsupported Content-Encoding %q: only %s is accepted", strings.Join(values, ", "), encodingSnappy)
 }
 
+// Retry-After of 503 answers, in seconds: Prometheus waits that long (and
+// does not reshard meanwhile) instead of backing off from 30 ms.
+const (
+	retryAfterBusy        = 1 // all request slots or the in-flight byte budget are taken
+	retryAfterUnavailable = 5 // the storage cannot make writes durable (full disk, I/O error)
+)
+
 // response is the outcome of one request before it is written out.
 type response struct {
 	version    protoVersion
 	status     int
 	body       string
+	retryAfter int // seconds, for the Retry-After header of a 503
 	samples    int // float samples written
 	histograms int // histogram samples written
 	exemplars  int // exemplars written
@@ -118,10 +127,13 @@ type writeHandler struct {
 	logger   *slog.Logger
 	metrics  *writeMetrics
 	pool     sync.Pool
+	slots    chan struct{} // one element per request being handled (MaxConcurrentRequests)
+	inflight byteBudget    // decoded bytes of the requests being handled (MaxInflightBytes)
 
 	refusedLog  logLimiter // 4xx answers
 	droppedLog  logLimiter // histograms/exemplars silently dropped from 1.0 requests
 	internalLog logLimiter // 5xx answers
+	panicLog    logLimiter // panics
 }
 
 // NewWriteHandler returns an http.Handler that receives Prometheus remote-write 1.0 and 2.0
@@ -131,14 +143,18 @@ func NewWriteHandler(app Appender, opts WriteHandlerOptions) http.Handler {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	lim := opts.Limits.withDefaults()
 	h := &writeHandler{
 		app:         app,
-		limits:      opts.Limits.withDefaults(),
+		limits:      lim,
 		logger:      logger,
 		metrics:     newWriteMetrics(opts.Registerer),
+		slots:       make(chan struct{}, lim.MaxConcurrentRequests),
+		inflight:    byteBudget{max: lim.MaxInflightBytes},
 		refusedLog:  logLimiter{every: 5 * time.Second},
 		droppedLog:  logLimiter{every: time.Minute},
 		internalLog: logLimiter{every: time.Second},
+		panicLog:    logLimiter{every: time.Second},
 	}
 	h.resolver, _ = app.(SeriesResolver)
 	h.pool.New = func() any { return newDecoder(h.limits) }
@@ -148,10 +164,13 @@ func NewWriteHandler(app Appender, opts WriteHandlerOptions) http.Handler {
 // ServeHTTP implements http.Handler.
 func (h *writeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	resp := h.handle(r)
+	resp := h.serve(r)
 
 	hdr := w.Header()
 	hdr.Set(HeaderVersion, SupportedVersion)
+	if resp.retryAfter > 0 {
+		hdr.Set("Retry-After", strconv.Itoa(resp.retryAfter))
+	}
 	if resp.version == protoV2 {
 		hdr.Set(HeaderSamplesWritten, strconv.Itoa(resp.samples))
 		hdr.Set(HeaderHistogramsWritten, strconv.Itoa(resp.histograms))
@@ -173,6 +192,10 @@ func (h *writeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.metrics.requests.WithLabelValues(ver, strconv.Itoa(resp.status)).Inc()
 	h.metrics.duration.WithLabelValues(ver).Observe(time.Since(start).Seconds())
 	switch {
+	case resp.status == http.StatusServiceUnavailable:
+		if ok, n := h.internalLog.allow(); ok {
+			h.logger.Warn("remote write deferred", "status", resp.status, "version", ver, "err", resp.body, "suppressed", n)
+		}
 	case resp.status >= 500:
 		if ok, n := h.internalLog.allow(); ok {
 			h.logger.Error("remote write failed", "status", resp.status, "version", ver, "err", resp.body, "suppressed", n)
@@ -183,6 +206,25 @@ func (h *writeHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				"remote", r.RemoteAddr, "user_agent", r.UserAgent(), "suppressed", n)
 		}
 	}
+}
+
+// serve handles r; a panic costs this request only: it is answered 500,
+// logged with its stack and counted, and the server goes on.
+func (h *writeHandler) serve(r *http.Request) (resp response) {
+	defer func() {
+		p := recover()
+		if p == nil {
+			return
+		}
+		h.metrics.panics.Inc()
+		if ok, n := h.panicLog.allow(); ok {
+			h.logger.Error("panic while handling a remote-write request", "panic", p, "stack", string(debug.Stack()), "suppressed", n)
+		}
+		ver, _ := parseContentType(r.Header.Get("Content-Type"))
+		resp = response{version: ver, status: http.StatusInternalServerError,
+			body: fmt.Sprintf("internal error while handling the request, retry later: panic: %v", p)}
+	}()
+	return h.handle(r)
 }
 
 // handle processes one request.
@@ -198,19 +240,44 @@ func (h *writeHandler) handle(r *http.Request) response {
 	if err := checkEncoding(r.Header.Values("Content-Encoding")); err != nil {
 		return resp.fail(http.StatusUnsupportedMediaType, err.Error())
 	}
+	select {
+	case h.slots <- struct{}{}:
+		defer func() { <-h.slots }()
+	default:
+		return resp.busy(fmt.Sprintf("too many concurrent write requests (the limit is %d), retry later", cap(h.slots)))
+	}
+	h.metrics.inflightRequests.Inc()
+	defer h.metrics.inflightRequests.Dec()
 
 	d := h.pool.Get().(*decoder)
 	d.resolver = h.resolver
-	defer func() {
-		d.release()
-		h.pool.Put(d)
-	}()
+	resp = h.process(d, r, resp)
+	// Not deferred: a decoder a panic interrupted is dropped, not pooled.
+	d.release()
+	h.pool.Put(d)
+	return resp
+}
 
+// process reads, decodes and stores one request with d.
+func (h *writeHandler) process(d *decoder, r *http.Request, resp response) response {
+	ver := resp.version
 	body, err := d.readBody(r)
 	if err != nil {
 		return resp.failErr(err)
 	}
 	h.metrics.requestBytes.Observe(float64(len(body)))
+	n, err := d.decodedLen(body)
+	if err != nil {
+		return resp.failErr(err)
+	}
+	if !h.inflight.acquire(int64(n)) {
+		return resp.busy(fmt.Sprintf("the write requests in flight hold %d decoded bytes, the limit, retry later", h.limits.MaxInflightBytes))
+	}
+	h.metrics.inflightBytes.Add(float64(n))
+	defer func() {
+		h.inflight.release(int64(n))
+		h.metrics.inflightBytes.Sub(float64(n))
+	}()
 	raw, err := d.decompress(body)
 	if err != nil {
 		return resp.failErr(err)
@@ -247,6 +314,10 @@ func (h *writeHandler) handle(r *http.Request) response {
 		}
 		if err != nil {
 			resp.samples = res.SamplesWritten
+			if errors.Is(err, tsdb.ErrUnavailable) {
+				resp.retryAfter = retryAfterUnavailable
+				return resp.fail(http.StatusServiceUnavailable, fmt.Sprintf("storage unavailable, nothing of the request was acknowledged, retry later: %v", err))
+			}
 			return resp.fail(http.StatusInternalServerError, fmt.Sprintf("storing the request failed, retry later: %v", err))
 		}
 	}
@@ -298,6 +369,12 @@ func (r response) fail(status int, body string) response {
 	return r
 }
 
+// busy returns r answering 503 with Retry-After: the request was not read; a retry can succeed.
+func (r response) busy(body string) response {
+	r.retryAfter = retryAfterBusy
+	return r.fail(http.StatusServiceUnavailable, body)
+}
+
 // failErr returns r answering a whole-request failure.
 func (r response) failErr(err error) response {
 	var re *requestError
@@ -327,4 +404,31 @@ func (l *logLimiter) allow() (bool, int) {
 	n := l.suppressed
 	l.last, l.suppressed = now, 0
 	return true, n
+}
+
+// byteBudget bounds a sum of sizes held at once (the decoded bytes of the
+// requests in flight). A request alone always fits, so any request the
+// decoded-size limit admits can eventually run.
+type byteBudget struct {
+	mu   sync.Mutex
+	used int64
+	max  int64
+}
+
+// acquire takes n bytes of the budget, reporting whether they were free.
+func (b *byteBudget) acquire(n int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.used > 0 && b.used+n > b.max {
+		return false
+	}
+	b.used += n
+	return true
+}
+
+// release gives back n bytes acquire took.
+func (b *byteBudget) release(n int64) {
+	b.mu.Lock()
+	b.used -= n
+	b.mu.Unlock()
 }

@@ -1,0 +1,242 @@
+package remote
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/prompb"
+	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
+
+	"github.com/tandem-tsdb/tandem/tsdb"
+)
+
+// The reference decoders: built on the generated Unmarshal, they apply the
+// same rules and limits as the hand-written decoders (decode_v1.go,
+// decode_v2.go), which must behave identically (the fuzz tests compare them).
+
+// refLimits checks the request-wide limits on a decoded request.
+func refLimits(d *decoder, entries, counted int) error {
+	if entries > d.limits.MaxSeriesPerRequest {
+		return d.tooManySeries()
+	}
+	if counted > d.limits.MaxSamplesPerRequest {
+		return reqErrorf(http.StatusRequestEntityTooLarge, "request holds more than %d samples, the limit", d.limits.MaxSamplesPerRequest)
+	}
+	return nil
+}
+
+// decodeV1Gogo is the reference decoder for 1.0.
+func (d *decoder) decodeV1Gogo(data []byte) (*tsdb.Batch, error) {
+	d.stats = decodeStats{}
+	req := &prompb.WriteRequest{}
+	if err := req.Unmarshal(data); err != nil {
+		return nil, reqErrorf(http.StatusBadRequest, "decoding 1.0 prometheus.WriteRequest: %v", err)
+	}
+	if len(req.Timeseries) == 0 && len(req.Metadata) == 0 && len(req.XXX_unrecognized) > 0 {
+		return nil, reqErrorf(http.StatusBadRequest, "1.0 prometheus.WriteRequest holds only unknown fields: "+
+			"is this a 2.0 request sent without Content-Type proto=io.prometheus.write.v2.Request?")
+	}
+	total, counted := 0, 0
+	for i := range req.Timeseries {
+		ts := &req.Timeseries[i]
+		total += len(ts.Samples)
+		counted += len(ts.Samples) + len(ts.Histograms) + len(ts.Exemplars)
+	}
+	if err := refLimits(d, len(req.Timeseries)+len(req.Metadata), counted); err != nil {
+		return nil, err
+	}
+	d.resetBatch()
+	b := &d.batch
+	arena := make([]tsdb.Sample, total)
+	for i := range req.Timeseries {
+		ts := &req.Timeseries[i]
+		d.stats.samples += len(ts.Samples)
+		if len(ts.Histograms) > 0 {
+			d.stats.histograms += len(ts.Histograms)
+			if d.stats.histogramSeries == "" {
+				d.stats.histogramSeries = formatSeries(v1Labels(ts.Labels))
+			}
+		}
+		if len(ts.Exemplars) > 0 {
+			d.stats.exemplars += len(ts.Exemplars)
+			if d.stats.exemplarSeries == "" {
+				d.stats.exemplarSeries = formatSeries(v1Labels(ts.Labels))
+			}
+		}
+		var exs []tsdb.Exemplar
+		for k := range ts.Exemplars {
+			if e := &ts.Exemplars[k]; len(e.Labels) <= d.limits.MaxLabelsPerSeries {
+				exs = append(exs, exemplarV1(e))
+			}
+		}
+		if len(ts.Samples) == 0 && len(exs) == 0 {
+			continue
+		}
+		if err := checkLabels(&d.limits, v1Labels(ts.Labels)); err != nil {
+			d.stats.invalid.Reject(tsdb.ErrInvalidLabels, len(ts.Samples), err.Error())
+			continue
+		}
+		d.sb.Reset()
+		for _, l := range ts.Labels {
+			d.sb.Add(l.Name, l.Value)
+		}
+		n := len(ts.Samples)
+		ss := arena[:n:n]
+		arena = arena[n:]
+		for j, s := range ts.Samples {
+			ss[j] = tsdb.Sample{T: s.Timestamp, V: s.Value}
+		}
+		b.Series = append(b.Series, tsdb.BatchSeries{Labels: d.sb.Labels(), Samples: ss, Exemplars: exs})
+	}
+	for _, m := range req.Metadata {
+		if m.MetricFamilyName == "" || !utf8.ValidString(m.MetricFamilyName) {
+			continue
+		}
+		b.Metadata = append(b.Metadata, tsdb.Metadata{
+			Metric: m.MetricFamilyName,
+			Type:   metricTypeV1(m.Type),
+			Help:   strings.ToValidUTF8(m.Help, "\uFFFD"),
+			Unit:   strings.ToValidUTF8(m.Unit, "\uFFFD"),
+		})
+	}
+	return b, nil
+}
+
+// exemplarV1 converts a 1.0 exemplar (labels sorted, copied).
+func exemplarV1(e *prompb.Exemplar) tsdb.Exemplar {
+	sb := labels.NewScratchBuilder(len(e.Labels))
+	for _, l := range e.Labels {
+		sb.Add(l.Name, l.Value)
+	}
+	sb.Sort()
+	return tsdb.Exemplar{Labels: sb.Labels(), T: e.Timestamp, V: e.Value}
+}
+
+// decodeV2Gogo is the reference decoder for 2.0.
+func (d *decoder) decodeV2Gogo(data []byte) (*tsdb.Batch, error) {
+	d.stats = decodeStats{}
+	clear(d.seen)
+	req := &writev2.Request{}
+	if err := req.Unmarshal(data); err != nil {
+		return nil, reqErrorf(http.StatusBadRequest, "decoding 2.0 io.prometheus.write.v2.Request: %v", err)
+	}
+	syms := req.Symbols
+	if len(syms) > d.limits.MaxSymbolsPerRequest {
+		return nil, reqErrorf(http.StatusRequestEntityTooLarge, "too many symbols")
+	}
+	d.resetBatch()
+	b := &d.batch
+	if len(syms) == 0 {
+		switch {
+		case len(req.Timeseries) == 0 && len(req.XXX_unrecognized) == 0:
+			return b, nil // empty request
+		case len(req.Timeseries) == 0:
+			return nil, reqErrorf(http.StatusBadRequest, "2.0 request holds only fields reserved")
+		default:
+			return nil, reqErrorf(http.StatusBadRequest, "2.0 request has an empty symbols table")
+		}
+	}
+	if syms[0] != "" {
+		return nil, reqErrorf(http.StatusBadRequest, "2.0 request: symbols[0] must be the empty string, got %s", quoteTrunc(syms[0]))
+	}
+	total, counted := 0, 0
+	for i := range req.Timeseries {
+		ts := &req.Timeseries[i]
+		if err := checkRefsV2Gogo(i, ts, len(syms)); err != nil {
+			return nil, err
+		}
+		total += len(ts.Samples)
+		counted += len(ts.Samples) + len(ts.Histograms) + len(ts.Exemplars)
+	}
+	if err := refLimits(d, len(req.Timeseries), counted); err != nil {
+		return nil, err
+	}
+	utf8ok := make([]bool, len(syms))
+	for i, s := range syms {
+		utf8ok[i] = utf8.ValidString(s)
+	}
+	arena := make([]tsdb.Sample, total)
+	for i := range req.Timeseries {
+		ts := &req.Timeseries[i]
+		ls := v2Labels{refs: ts.LabelsRefs, syms: syms, utf8ok: utf8ok}
+		d.stats.samples += len(ts.Samples)
+		if len(ts.Histograms) > 0 {
+			d.stats.histograms += len(ts.Histograms)
+			if d.stats.histogramSeries == "" {
+				d.stats.histogramSeries = formatSeries(ls)
+			}
+		}
+		if len(ts.Exemplars) > 0 {
+			d.stats.exemplars += len(ts.Exemplars)
+			if d.stats.exemplarSeries == "" {
+				d.stats.exemplarSeries = formatSeries(ls)
+			}
+		}
+		if err := checkLabels(&d.limits, ls); err != nil {
+			d.stats.invalid.Reject(tsdb.ErrInvalidLabels, len(ts.Samples), err.Error())
+			continue
+		}
+		d.addMetadataV2(b, ls, &ts.Metadata)
+		var exs []tsdb.Exemplar
+		for k := range ts.Exemplars {
+			e := &ts.Exemplars[k]
+			if len(e.LabelsRefs)/2 > d.limits.MaxLabelsPerSeries {
+				continue
+			}
+			esb := labels.NewScratchBuilder(len(e.LabelsRefs) / 2)
+			for j := 0; j+1 < len(e.LabelsRefs); j += 2 {
+				esb.Add(syms[e.LabelsRefs[j]], syms[e.LabelsRefs[j+1]])
+			}
+			esb.Sort()
+			exs = append(exs, tsdb.Exemplar{Labels: esb.Labels(), T: e.Timestamp, V: e.Value})
+		}
+		if len(ts.Samples) == 0 && len(exs) == 0 {
+			continue
+		}
+		n := len(ts.Samples)
+		ss := arena[:n:n]
+		arena = arena[n:]
+		for j, s := range ts.Samples {
+			ss[j] = tsdb.Sample{T: s.Timestamp, V: s.Value}
+		}
+		d.sb.Reset()
+		for j := 0; j < len(ts.LabelsRefs); j += 2 {
+			d.sb.Add(syms[ts.LabelsRefs[j]], syms[ts.LabelsRefs[j+1]])
+		}
+		b.Series = append(b.Series, tsdb.BatchSeries{Labels: d.sb.Labels(), Samples: ss, Exemplars: exs})
+	}
+	return b, nil
+}
+
+// checkRefsV2Gogo verifies that every symbol reference of series i is inside the symbols table.
+func checkRefsV2Gogo(i int, ts *writev2.TimeSeries, nsyms int) error {
+	bad := func(what string) error {
+		return reqErrorf(http.StatusBadRequest, "2.0 request: timeseries[%d]: %s", i, what)
+	}
+	if len(ts.LabelsRefs)%2 != 0 {
+		return bad("labels_refs has odd length")
+	}
+	for _, r := range ts.LabelsRefs {
+		if int64(r) >= int64(nsyms) {
+			return bad("labels_refs outside the symbols table")
+		}
+	}
+	if int64(ts.Metadata.HelpRef) >= int64(nsyms) || int64(ts.Metadata.UnitRef) >= int64(nsyms) {
+		return bad("metadata ref outside the symbols table")
+	}
+	for k := range ts.Exemplars {
+		refs := ts.Exemplars[k].LabelsRefs
+		if len(refs)%2 != 0 {
+			return bad(fmt.Sprintf("exemplars[%d]: labels_refs has odd length", k))
+		}
+		for _, r := range refs {
+			if int64(r) >= int64(nsyms) {
+				return bad(fmt.Sprintf("exemplars[%d]: labels_refs outside the symbols table", k))
+			}
+		}
+	}
+	return nil
+}
