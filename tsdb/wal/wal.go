@@ -398,6 +398,13 @@ func (w *WAL) writeLocked(frame []byte) (int64, error) {
 	s.size += int64(len(frame))
 	w.written += int64(len(frame))
 	w.writtenAtomic.Store(w.written)
+	if need := len(w.pending) + len(frame); need > cap(w.pending) {
+		// Double up to maxPending (append grows large slices by 1.25x:
+		// five times the final size allocated on the way).
+		p := make([]byte, len(w.pending), max(need, min(2*cap(w.pending), maxPending), 64<<10))
+		copy(p, w.pending)
+		w.pending = p
+	}
 	w.pending = append(w.pending, frame...)
 	if w.opts.SyncInterval > 0 && w.failErr != nil {
 		w.healLocked()
