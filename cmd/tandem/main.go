@@ -70,6 +70,7 @@ type config struct {
 	maintInterval time.Duration
 	enableAdmin   bool
 	limits        remote.Limits
+	server        serverTimeouts
 	lookback      time.Duration
 	queryTimeout  time.Duration
 	maxSamples    int
@@ -141,10 +142,17 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.Int64Var(&c.retentionSize, "storage.retention.size", 0, "Delete the oldest blocks while blocks take more than this many bytes; 0 = no limit.")
 	fs.Int64Var(&c.limits.MaxBodyBytes, "remote-write.max-body-bytes", c.limits.MaxBodyBytes, "Largest accepted remote-write body (compressed); larger requests get 413.")
 	fs.Int64Var(&c.limits.MaxDecodedBytes, "remote-write.max-decoded-bytes", c.limits.MaxDecodedBytes, "Largest accepted remote-write body after snappy decoding; larger get 413.")
-	fs.IntVar(&c.limits.MaxLabelsPerSeries, "remote-write.max-labels-per-series", c.limits.MaxLabelsPerSeries, "Most labels a series may have.")
+	fs.IntVar(&c.limits.MaxLabelsPerSeries, "remote-write.max-labels-per-series", c.limits.MaxLabelsPerSeries, "Most labels a series (or an exemplar) may have; a series with more is refused (400), an exemplar with more is not written.")
 	fs.IntVar(&c.limits.MaxLabelNameLength, "remote-write.max-label-name-length", c.limits.MaxLabelNameLength, "Longest label name in bytes.")
 	fs.IntVar(&c.limits.MaxLabelValueLength, "remote-write.max-label-value-length", c.limits.MaxLabelValueLength, "Longest label value in bytes.")
-	fs.IntVar(&c.limits.MaxSeriesPerRequest, "remote-write.max-series-per-request", c.limits.MaxSeriesPerRequest, "Most series in one request (0 = unlimited).")
+	fs.IntVar(&c.limits.MaxSeriesPerRequest, "remote-write.max-series-per-request", c.limits.MaxSeriesPerRequest, "Most series entries (and 1.0 metadata entries) in one request; more get 413 before they are decoded. Prometheus sends at most max_samples_per_send.")
+	fs.IntVar(&c.limits.MaxSamplesPerRequest, "remote-write.max-samples-per-request", c.limits.MaxSamplesPerRequest, "Most float samples, native histogram samples and exemplars in one request (what Prometheus's max_samples_per_send counts); more get 413.")
+	fs.IntVar(&c.limits.MaxSymbolsPerRequest, "remote-write.max-symbols-per-request", c.limits.MaxSymbolsPerRequest, "Largest symbols table of a 2.0 request; larger get 413.")
+	fs.IntVar(&c.limits.MaxConcurrentRequests, "remote-write.max-concurrent-requests", c.limits.MaxConcurrentRequests, "Remote-write requests handled at once; more get 503 with Retry-After (Prometheus retries them; 50 is its default max_shards).")
+	fs.Int64Var(&c.limits.MaxInflightBytes, "remote-write.max-inflight-bytes", c.limits.MaxInflightBytes, "Snappy-decoded bytes of the remote-write requests handled at once; a request that would exceed them gets 503 with Retry-After (a request alone is always handled).")
+	durationVar(fs, &c.server.readHeader, "web.read-header-timeout", defaultReadHeaderTimeout, "Time allowed to read a request's headers; 0 = --web.read-timeout.")
+	durationVar(fs, &c.server.read, "web.read-timeout", defaultReadTimeout, "Time allowed to read a whole request, body included (a remote-write body up to --remote-write.max-body-bytes must arrive within it); 0 = none.")
+	durationVar(fs, &c.server.idle, "web.idle-timeout", defaultIdleTimeout, "How long an idle keep-alive connection is kept open; 0 = --web.read-timeout.")
 	fs.BoolVar(&c.enableAdmin, "web.enable-admin-api", false, "Enable /api/v1/admin/tsdb/* (snapshot).")
 	durationVar(fs, &c.maintInterval, "head.maintenance-interval", 15*time.Second, "How often idle groups are sealed; every fourth time the head is flushed to blocks, blocks are compacted and retention applied.")
 	durationVar(fs, &c.lookback, "query.lookback-delta", 5*time.Minute, "PromQL lookback for instant selectors.")
@@ -469,7 +477,7 @@ func runServer(c *config, logger *slog.Logger) error {
 	}))
 	head.set(nil, apiHandler, apiHandler)
 
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 30 * time.Second}
+	srv := newHTTPServer(mux, c.server)
 	var g run.Group
 	{
 		g.Add(func() error {
