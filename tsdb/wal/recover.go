@@ -62,6 +62,11 @@ func (w *WAL) recoverLocked() error {
 		w.err = nil
 		return nil
 	}
+	if f := w.fresh; f != nil {
+		// An empty segment made for a rotation: it keeps its number.
+		f.f.Close()
+		w.fresh = nil
+	}
 	n := w.nextSeg
 	tmp := filepath.Join(w.dir, recoveryFile)
 	f, err := w.openFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o666)

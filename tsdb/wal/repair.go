@@ -170,12 +170,12 @@ func repairSegment(r *replayer, dir string, n int, opts RepairOptions) (SegmentR
 func removeLeftovers(dir string) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return fmt.Errorf("wal: repair: %w", err)
+		return fmt.Errorf("wal: list %s: %w", dir, err)
 	}
 	for _, e := range entries {
 		if name := e.Name(); name == recoveryFile || (strings.HasSuffix(name, ".repair") && allDigits(strings.TrimSuffix(name, ".repair"))) {
 			if err := os.Remove(filepath.Join(dir, name)); err != nil {
-				return fmt.Errorf("wal: repair: %w", err)
+				return fmt.Errorf("wal: remove leftover: %w", err)
 			}
 		}
 	}

@@ -171,10 +171,10 @@ func Open(dir string, opts Options) (*WAL, error) {
 	if err != nil {
 		return nil, err
 	}
-	// A recovery interrupted by a crash: its records are in the segment it
-	// was recovering from.
-	if err := os.Remove(filepath.Join(dir, recoveryFile)); err != nil && !os.IsNotExist(err) {
-		return nil, fmt.Errorf("wal: remove %s: %w", recoveryFile, err)
+	// A recovery or segment rewrite interrupted by a crash: its records are
+	// still in the segment it worked on.
+	if err := removeLeftovers(dir); err != nil {
+		return nil, err
 	}
 	m, err := newMetrics(opts.Registerer)
 	if err != nil {
