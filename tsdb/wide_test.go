@@ -41,8 +41,8 @@ func heapGrowthPerSample(app func(), samples int) float64 {
 // after a few rows, and everything reads back.
 func TestHeadOneMemberManyTimestamps(t *testing.T) {
 	const members, samples = 5000, 20000
-	h := openHead(t, t.TempDir(), nil)
-	defer h.Close()
+	dir := t.TempDir()
+	h := openHead(t, dir, nil)
 	t0 := h.opts.Now() - 10*60*1000
 	want := model{}
 	ls := wideGroup(t, h, members, t0, want)
@@ -83,6 +83,17 @@ func TestHeadOneMemberManyTimestamps(t *testing.T) {
 	if n := h.counters.unaligned.Load(); n != 1 {
 		t.Errorf("%d unaligned members, want 1", n)
 	}
+	compareModels(t, want, readAll(t, h, math.MinInt64, math.MaxInt64))
+	// Replayed from the WAL, and from a checkpoint: the same samples.
+	h.Close()
+	h = openHead(t, dir, nil)
+	compareModels(t, want, readAll(t, h, math.MinInt64, math.MaxInt64))
+	if err := h.Checkpoint(t0); err != nil {
+		t.Fatal(err)
+	}
+	h.Close()
+	h = openHead(t, dir, nil)
+	defer h.Close()
 	compareModels(t, want, readAll(t, h, math.MinInt64, math.MaxInt64))
 }
 
