@@ -97,7 +97,7 @@ func (w *WAL) Replay(fn func(rec []byte) error) error {
 	if err := checkContiguous(w.dir, segs); err != nil {
 		return err
 	}
-	r := newReplayer(readBufSize, resyncBudget)
+	r := newReplayer(readBufSize, replayBudget)
 	call := func(_ int64, rec []byte) error { return fn(rec) }
 	for i, s := range segs {
 		if err := w.replaySegment(r, s, i == len(segs)-1, call); err != nil {

@@ -18,7 +18,7 @@ func frames(recs [][]byte) ([]byte, []int64) {
 	return seg, offs
 }
 
-func scanAll(t *testing.T, seg []byte, budget int64) ([][]byte, []Damage) {
+func scanAll(t *testing.T, seg []byte, budget func(int64) int64) ([][]byte, []Damage) {
 	t.Helper()
 	var got [][]byte
 	damage, err := newReplayer(512, budget).scan(bytes.NewReader(seg), int64(len(seg)), false, func(_ int64, rec []byte) error {
@@ -82,7 +82,7 @@ func TestResyncDropsOnlyDamagedBytes(t *testing.T) {
 			b := bytes.Clone(seg)
 			a, e := tc.damage(b)
 			lo, hi := touched(a, e)
-			got, damage := scanAll(t, b, resyncBudget)
+			got, damage := scanAll(t, b, replayBudget)
 			assertRecords(t, except(lo, hi), got)
 			if len(damage) != 1 {
 				t.Fatalf("damage %+v, want one run", damage)
@@ -106,7 +106,7 @@ func TestResyncIgnoresFramesInsideARecord(t *testing.T) {
 	seg, offs := frames(recs)
 	b := bytes.Clone(seg)
 	b[offs[1]+headerSize+2] ^= 0xff // damage the host record before the embedded frames
-	got, _ := scanAll(t, b, resyncBudget)
+	got, _ := scanAll(t, b, replayBudget)
 	assertRecords(t, [][]byte{recs[0], recs[2]}, got)
 
 	// A single embedded frame, with its host's header damaged too.
@@ -116,7 +116,7 @@ func TestResyncIgnoresFramesInsideARecord(t *testing.T) {
 	seg, offs = frames(recs)
 	b = bytes.Clone(seg)
 	b[offs[1]] ^= 0x01 // the host's length
-	got, damage := scanAll(t, b, resyncBudget)
+	got, damage := scanAll(t, b, replayBudget)
 	assertRecords(t, [][]byte{recs[0], recs[2]}, got)
 	if len(damage) != 1 || damage[0].Offset != offs[1] || damage[0].Bytes != offs[2]-offs[1] {
 		t.Fatalf("damage %+v", damage)
@@ -128,7 +128,7 @@ func TestResyncIgnoresFramesInsideARecord(t *testing.T) {
 func TestResyncTornTail(t *testing.T) {
 	recs := [][]byte{payload(1, 100), payload(2, 100), payload(3, 100)}
 	seg, offs := frames(recs)
-	got, damage := scanAll(t, seg[:len(seg)-10], resyncBudget)
+	got, damage := scanAll(t, seg[:len(seg)-10], replayBudget)
 	assertRecords(t, recs[:2], got)
 	if len(damage) != 1 || !damage[0].Tail || damage[0].Offset != offs[2] || damage[0].Records != -1 {
 		t.Fatalf("damage %+v", damage)
@@ -145,12 +145,12 @@ func TestResyncBudget(t *testing.T) {
 	head, _ := frames(recs)
 	tail, _ := frames(recs2)
 	seg := append(append(bytes.Clone(head), junk...), tail...)
-	got, damage := scanAll(t, seg, resyncBudget)
+	got, damage := scanAll(t, seg, replayBudget)
 	assertRecords(t, append(bytes2D(recs), recs2...), got)
 	if len(damage) != 1 || damage[0].Bytes != int64(len(junk)) {
 		t.Fatalf("damage %+v", damage)
 	}
-	_, damage = scanAll(t, seg, 1000)
+	_, damage = scanAll(t, seg, fixedBudget(1000))
 	if len(damage) != 1 || !damage[0].Incomplete {
 		t.Fatalf("damage %+v with a small budget, want an incomplete search", damage)
 	}
@@ -161,7 +161,7 @@ func TestResyncBudget(t *testing.T) {
 	}
 	w := mustOpen(t, dir, Options{})
 	defer w.Close()
-	r := newReplayer(readBufSize, 1000)
+	r := newReplayer(readBufSize, fixedBudget(1000))
 	err := w.replaySegment(r, 0, true, func(int64, []byte) error { return nil })
 	var ce *CorruptionError
 	if !errors.As(err, &ce) || ce.Offset != int64(len(head)) {
@@ -171,3 +171,5 @@ func TestResyncBudget(t *testing.T) {
 		t.Fatal("segment changed by a replay that gave up")
 	}
 }
+
+func fixedBudget(n int64) func(int64) int64 { return func(int64) int64 { return n } }

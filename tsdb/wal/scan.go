@@ -9,13 +9,15 @@ import (
 	"slices"
 )
 
-const (
-	// resyncBudget bounds the bytes replay checksums in one segment while it
-	// searches for valid frames after damage; repairBudget is Repair's.
-	resyncBudget = 1 << 30
-	repairBudget = 64 << 30
-	resyncWindow = 64 << 10
-)
+const resyncWindow = 64 << 10
+
+// replayBudget bounds the bytes replay checksums in a segment of size bytes
+// while it searches for valid frames after damage: 16 per byte of the
+// segment, at least 64 MiB, at most 1 GiB (a fraction of a second).
+func replayBudget(size int64) int64 { return min(max(16*size, 64<<20), 1<<30) }
+
+// repairBudget is Repair's bound, 64 times larger.
+func repairBudget(size int64) int64 { return 64 * replayBudget(size) }
 
 // Damage is a run of bytes in a segment that holds no valid frame.
 type Damage struct {
@@ -49,11 +51,11 @@ type replayer struct {
 	winOff  int64
 	small   [headerSize]byte
 	scratch []byte
-	budget  int64 // bytes that may still be checksummed in this segment
-	limit   int64 // budget per segment
+	budget  int64                  // bytes that may still be checksummed in this segment
+	limit   func(size int64) int64 // budget of a segment of size bytes
 }
 
-func newReplayer(bufSize int, budget int64) *replayer {
+func newReplayer(bufSize int, budget func(size int64) int64) *replayer {
 	return &replayer{br: bufio.NewReaderSize(nil, bufSize), limit: budget}
 }
 
@@ -84,7 +86,7 @@ func (o *offReader) Read(p []byte) (int, error) {
 // returns at the first bad frame instead, without searching). It returns the
 // damaged runs found, in order; err reports I/O errors and errors of fn.
 func (r *replayer) scan(src io.ReaderAt, size int64, stop bool, fn func(off int64, rec []byte) error) (damage []Damage, err error) {
-	r.at, r.win, r.budget = src, r.win[:0], r.limit
+	r.at, r.win, r.budget = src, r.win[:0], r.limit(size)
 	r.seek(0, size)
 	for off := int64(0); off < size; {
 		bad, err := r.next(size - off)

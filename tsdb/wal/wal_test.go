@@ -803,7 +803,7 @@ func segmentSeeds() [][]byte {
 // scanner; it returns the number of good records and the repaired segment
 // (the good frames, in order).
 func checkScan(t *testing.T, data []byte) (int, []byte) {
-	r := newReplayer(64, resyncBudget) // small buffer to cover frames spanning refills
+	r := newReplayer(64, replayBudget) // small buffer to cover frames spanning refills
 	var n int
 	var repaired []byte
 	var pos int64
@@ -839,7 +839,7 @@ func checkScan(t *testing.T, data []byte) (int, []byte) {
 	}
 	// The repaired segment rescans cleanly to the same records.
 	var again int
-	d2, err := newReplayer(4096, resyncBudget).scan(bytes.NewReader(repaired), int64(len(repaired)), false, func(int64, []byte) error { again++; return nil })
+	d2, err := newReplayer(4096, replayBudget).scan(bytes.NewReader(repaired), int64(len(repaired)), false, func(int64, []byte) error { again++; return nil })
 	if err != nil || len(d2) != 0 || again != n {
 		t.Fatalf("rescan of repaired segment: %d records (%v, %v), want %d", again, d2, err, n)
 	}
@@ -860,7 +860,7 @@ func FuzzReplay(f *testing.F) {
 		checkScan(t, data)
 		seg := appendFrame(appendFrame(bytes.Clone(data), x), y)
 		var last []byte
-		if _, err := newReplayer(64, resyncBudget).scan(bytes.NewReader(seg), int64(len(seg)), false, func(_ int64, rec []byte) error {
+		if _, err := newReplayer(64, replayBudget).scan(bytes.NewReader(seg), int64(len(seg)), false, func(_ int64, rec []byte) error {
 			last = bytes.Clone(rec)
 			return nil
 		}); err != nil {
