@@ -20,8 +20,9 @@ import (
 
 // TestFullDiskEndToEnd runs tandem on a small tmpfs, fills it, and sends one
 // target's 20 series over 4 shards, each request retried every 200 ms on a
-// 5xx as Prometheus does. While the disk is full no request may be
-// acknowledged, writes are answered 503 with Retry-After and /-/ready fails;
+// 5xx as Prometheus does. While the disk is full writes are answered 503
+// with Retry-After and /-/ready fails (before the fix, every retry of a
+// refused request was acknowledged with nothing in the WAL);
 // once space returns tandem takes writes again by itself, and after kill -9
 // and a restart every acknowledged sample is there.
 func TestFullDiskEndToEnd(t *testing.T) {
@@ -108,7 +109,6 @@ func TestFullDiskEndToEnd(t *testing.T) {
 		mu       sync.Mutex
 		acked    = map[[2]int]bool{}
 		refusals = make(chan struct{}, 1000)
-		freed    = make(chan struct{})
 		wg       sync.WaitGroup
 		bad      []string
 	)
@@ -125,21 +125,11 @@ func TestFullDiskEndToEnd(t *testing.T) {
 						mu.Unlock()
 						return
 					}
+					// A record small enough for the last page's slack may
+					// still be written (and acknowledged) while the disk is
+					// full; what matters is that an acknowledged record is in
+					// the WAL, which the restart below checks.
 					code, hdr := post(body)
-					select {
-					case <-freed:
-					default:
-						if code/100 == 2 {
-							// The segment's last page may take a few records
-							// after the filler: only once a refusal was seen
-							// is the disk known full.
-							if len(refusals) > 0 {
-								mu.Lock()
-								bad = append(bad, fmt.Sprintf("shard %d round %d acknowledged (%d) while the disk is full", s, round, code))
-								mu.Unlock()
-							}
-						}
-					}
 					if code/100 == 2 {
 						mu.Lock()
 						acked[[2]int{s, round}] = true
@@ -170,7 +160,6 @@ func TestFullDiskEndToEnd(t *testing.T) {
 	if m := scrapeMetrics(t, p); m["tandem_head_writable"] != 0 {
 		t.Errorf("tandem_head_writable on a full disk: %v, want 0", m["tandem_head_writable"])
 	}
-	close(freed)
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
