@@ -31,33 +31,46 @@ func Merge(dir string, srcs []*block.Block, opts block.WriteOptions) (block.Meta
 	if len(srcs) == 0 {
 		return block.Meta{}, fmt.Errorf("merge into %s: no source blocks", dir)
 	}
-	mint, maxt := int64(math.MaxInt64), int64(math.MinInt64)
 	level := 0
 	var sources []string
-	var keys []string
 	for _, b := range srcs {
 		m := b.Meta()
-		mint, maxt = min(mint, m.MinTime), max(maxt, m.MaxTime)
 		level = max(level, m.Compaction.Level)
 		sources = append(sources, m.Compaction.Sources...)
 		if len(m.Compaction.Sources) == 0 {
 			sources = append(sources, m.ULID)
 		}
+	}
+	slices.Sort(sources)
+	opts.Level = level + 1
+	opts.Sources = slices.Compact(sources)
+	opts.Exemplars = mergeExemplars(srcs)
+	meta, err := write(dir, srcs, nil, opts)
+	if err != nil {
+		return meta, fmt.Errorf("merge %d blocks into %s: %w", len(srcs), dir, err)
+	}
+	return meta, nil
+}
+
+// write merges the groups of srcs without the samples deleted names (nil: none) into a block of dir
+// covering [min MinTime, max MaxTime) of srcs, with opts as they are.
+func write(dir string, srcs []*block.Block, deleted Deleted, opts block.WriteOptions) (block.Meta, error) {
+	mint, maxt := int64(math.MaxInt64), int64(math.MinInt64)
+	var keys []string
+	for _, b := range srcs {
+		m := b.Meta()
+		mint, maxt = min(mint, m.MinTime), max(maxt, m.MaxTime)
 		ks, err := b.GroupKeys()
 		if err != nil {
-			return block.Meta{}, fmt.Errorf("merge into %s: source %s: %w", dir, b.Dir(), err)
+			return block.Meta{}, fmt.Errorf("source %s: %w", b.Dir(), err)
 		}
 		keys = append(keys, ks...)
 	}
 	slices.Sort(keys)
 	keys = slices.Compact(keys)
-	slices.Sort(sources)
-	opts.Level = level + 1
-	opts.Sources = slices.Compact(sources)
-	opts.Exemplars = mergeExemplars(srcs)
-
 	m := newMerger(srcs)
-	meta, err := block.WriteStream(dir, mint, maxt, func(gw *block.GroupWriter) error {
+	m.deleted = deleted
+	return block.WriteStream(dir, mint, maxt, func(gw *block.GroupWriter) error {
 		for _, k := range keys {
 			if err := m.merge(gw, k); err != nil {
 				return fmt.Errorf("group %q: %w", k, err)
@@ -65,10 +78,6 @@ func Merge(dir string, srcs []*block.Block, opts block.WriteOptions) (block.Meta
 		}
 		return nil
 	}, opts)
-	if err != nil {
-		return meta, fmt.Errorf("merge %d blocks into %s: %w", len(srcs), dir, err)
-	}
-	return meta, nil
 }
 
 // source is one source block's part of the group being merged.
@@ -96,6 +105,8 @@ type merger struct {
 	rd        block.ChunkReader
 	shared    sharedState
 	unaligned unalignedState
+	deleted   Deleted       // nil: nothing is deleted
+	del       deletionState // the group's deleted samples
 }
 
 func newMerger(srcs []*block.Block) *merger {
@@ -159,7 +170,20 @@ func (m *merger) merge(gw *block.GroupWriter, key string) error {
 	if !m.disjoint {
 		m.invert()
 	}
-	if err := gw.BeginGroup(key, m.out); err != nil {
+	m.findDeleted()
+	if err := m.sharedRows(); err != nil {
+		return err
+	}
+	members := m.out
+	if m.del.any {
+		if err := m.unalignedAlive(); err != nil {
+			return err
+		}
+		if members = m.keptMembers(); len(members) == 0 {
+			return nil // every member's samples are deleted: the group goes
+		}
+	}
+	if err := gw.BeginGroup(key, members); err != nil {
 		return err
 	}
 	if err := m.mergeShared(gw); err != nil {

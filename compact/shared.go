@@ -46,34 +46,21 @@ type sharedState struct {
 	ovals []float64
 }
 
-// mergeShared writes the group's merged shared table. Its rows are the union
-// of the sources' shared rows; it is written one output chunk at a time and,
-// within a chunk, one member at a time: the member's columns in the source
-// chunks that overlap the output chunk are decoded, merged (at one timestamp
-// the source listed last wins, also over the source's unaligned tables) and
-// encoded. Memory holds the loaded source chunks' timestamps, one column and
-// the output chunk's encoding.
+// mergeShared writes the group's merged shared table, whose rows sharedRows
+// listed; it is written one output chunk at a time and, within a chunk, one
+// member at a time: the member's columns in the source chunks that overlap
+// the output chunk are decoded, merged (at one timestamp the source listed
+// last wins, also over the source's unaligned tables), stripped of deleted
+// samples and encoded. Memory holds the loaded source chunks' timestamps, one
+// column and the output chunk's encoding.
 func (m *merger) mergeShared(gw *block.GroupWriter) error {
 	st := &m.shared
 	if err := gw.BeginTable(); err != nil {
 		return err
 	}
-	st.ts = st.ts[:0]
 	for i := range m.srcs {
-		s := &m.srcs[i]
-		s.next = 0
-		if !s.has {
-			continue
-		}
-		for _, c := range s.tables[0] {
-			if err := m.rd.Reset(s.b, c); err != nil {
-				return fmt.Errorf("source %s: %w", s.b.Dir(), err)
-			}
-			st.ts = append(st.ts, m.rd.Timestamps()...)
-		}
+		m.srcs[i].next = 0
 	}
-	slices.Sort(st.ts)
-	st.ts = slices.Compact(st.ts)
 	if !m.disjoint {
 		m.findShadows()
 	}
@@ -84,6 +71,34 @@ func (m *merger) mergeShared(gw *block.GroupWriter) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// sharedRows lists the rows of the group's merged shared table in m.shared.ts: the union of the
+// sources' shared rows, without those left empty by deleted samples.
+func (m *merger) sharedRows() error {
+	st := &m.shared
+	st.ts = st.ts[:0]
+	for i := range m.srcs {
+		s := &m.srcs[i]
+		if !s.has {
+			continue
+		}
+		for _, c := range s.tables[0] {
+			if err := m.rd.Reset(s.b, c); err != nil {
+				return fmt.Errorf("source %s: %w", s.b.Dir(), err)
+			}
+			if m.del.any {
+				if err := m.liveRows(s, c); err != nil {
+					return err
+				}
+				continue
+			}
+			st.ts = append(st.ts, m.rd.Timestamps()...)
+		}
+	}
+	slices.Sort(st.ts)
+	st.ts = slices.Compact(st.ts)
 	return nil
 }
 
@@ -238,9 +253,13 @@ func (m *merger) sharedColumn(gw *block.GroupWriter, win []int64, cs []candidate
 			return err
 		}
 	}
+	var dead [][2]int64
+	if m.del.any {
+		dead = m.del.dead[mm]
+	}
 	st.orows, st.ovals = st.orows[:0], st.ovals[:0]
 	for o := first; o <= last; o++ {
-		if st.stamp[o] == st.gen {
+		if st.stamp[o] == st.gen && (dead == nil || !deadAt(dead, win[o])) {
 			st.orows = append(st.orows, int32(o))
 			st.ovals = append(st.ovals, st.vals[o])
 		}
@@ -248,7 +267,7 @@ func (m *merger) sharedColumn(gw *block.GroupWriter, win []int64, cs []candidate
 	if len(st.orows) == 0 {
 		return nil
 	}
-	return gw.AddColumn(mm, st.orows, st.ovals)
+	return gw.AddColumn(m.written(mm), st.orows, st.ovals)
 }
 
 // applyShadows drops the member's samples in the output chunk that a source listed later holds in an unaligned table.

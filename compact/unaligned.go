@@ -60,6 +60,9 @@ func (m *merger) concatUnaligned(gw *block.GroupWriter) error {
 				return err
 			}
 		}
+		if !m.withoutDeleted(tab) {
+			continue
+		}
 		if err := gw.WriteTable(tab); err != nil {
 			return err
 		}
@@ -125,7 +128,7 @@ func (m *merger) overlappingUnaligned(gw *block.GroupWriter) error {
 					return err
 				}
 			}
-			if compactTable(tab) {
+			if m.withoutDeleted(tab) && compactTable(tab) {
 				if err := gw.WriteTable(tab); err != nil {
 					return err
 				}

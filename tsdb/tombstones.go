@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/prometheus/prometheus/util/annotations"
 
+	"github.com/tandem-tsdb/tandem/compact"
 	"github.com/tandem-tsdb/tandem/tsdb/block"
 )
 
@@ -202,16 +203,12 @@ func (db *DB) CleanTombstones() error {
 }
 
 // rewriteWithout replaces block b (referenced once by the caller) by a copy
-// without deleted samples.
+// without deleted samples. The copy is written as compaction writes blocks,
+// chunk by chunk and column by column, so its memory is bounded whatever
+// the block's length and its groups' width; series left without samples
+// leave the block.
 func (db *DB) rewriteWithout(b *dbBlock) error {
-	m := b.Meta()
-	src := b.Groups()
-	meta, err := block.Write(db.dir, m.MinTime, m.MaxTime, func(yield func(*block.Group) error) error {
-		return src(func(g *block.Group) error {
-			db.filterGroup(g)
-			return yield(g)
-		})
-	}, block.WriteOptions{Level: m.Compaction.Level, Sources: m.Compaction.Sources, Exemplars: db.blockExemplarsWithout(b)})
+	meta, err := compact.Rewrite(db.dir, b.Block, db.tombs.intervals, block.WriteOptions{})
 	b.release()
 	if err != nil {
 		return fmt.Errorf("rewrite block %s without deleted samples: %w", b.dir, err)
@@ -229,73 +226,6 @@ func (db *DB) rewriteWithout(b *dbBlock) error {
 	}
 	db.mu.Unlock()
 	return db.deleteBlocks([]*dbBlock{b})
-}
-
-// filterGroup drops deleted samples from a decoded group in place.
-func (db *DB) filterGroup(g *block.Group) {
-	dead := make([][][2]int64, len(g.Members))
-	any := false
-	for i, l := range g.Members {
-		dead[i] = db.tombs.intervals(l)
-		any = any || dead[i] != nil
-	}
-	if !any {
-		return
-	}
-	for ti := range g.Tables {
-		t := &g.Tables[ti]
-		for ci := range t.Columns {
-			c := &t.Columns[ci]
-			iv := dead[c.Member]
-			if iv == nil {
-				continue
-			}
-			k := 0
-			for j, r := range c.Rows {
-				if !inIntervals(t.Timestamps[r], iv) {
-					c.Rows[k], c.Values[k] = r, c.Values[j]
-					k++
-				}
-			}
-			c.Rows, c.Values = c.Rows[:k], c.Values[:k]
-		}
-		// Drop emptied columns and rows no member uses any more.
-		cols := t.Columns[:0]
-		for _, c := range t.Columns {
-			if len(c.Rows) > 0 {
-				cols = append(cols, c)
-			}
-		}
-		t.Columns = cols
-		used := make([]bool, len(t.Timestamps))
-		for _, c := range t.Columns {
-			for _, r := range c.Rows {
-				used[r] = true
-			}
-		}
-		remap := make([]int32, len(t.Timestamps))
-		ts := t.Timestamps[:0]
-		for r, u := range used {
-			if u {
-				remap[r] = int32(len(ts))
-				ts = append(ts, t.Timestamps[r])
-			}
-		}
-		t.Timestamps = ts
-		for ci := range t.Columns {
-			for j, r := range t.Columns[ci].Rows {
-				t.Columns[ci].Rows[j] = remap[r]
-			}
-		}
-	}
-	// Unaligned tables left empty go away; the shared table always stays.
-	tables := g.Tables[:1]
-	for _, t := range g.Tables[1:] {
-		if len(t.Columns) > 0 {
-			tables = append(tables, t)
-		}
-	}
-	g.Tables = tables
 }
 
 func inIntervals(t int64, iv [][2]int64) bool {
