@@ -2,6 +2,7 @@ package tsdb
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/bits"
@@ -248,4 +249,53 @@ func BenchmarkAppendOutOfOrderFlood(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/sample")
 		})
 	}
+}
+
+// TestLateDuplicates: a sample re-sent at the time of a late one (in a run
+// not merged yet, or in the merged list) is an identical duplicate when its
+// value bits are equal and a duplicate error otherwise, in the out-of-order
+// window and older than the head.
+func TestLateDuplicates(t *testing.T) {
+	h := openHead(t, t.TempDir(), nil)
+	defer h.Close()
+	s, err := h.getOrCreate(series("dup", "job", "j", "instance", "i"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, ao, now := s.g, h.appendOpts(), h.opts.Now()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err := g.append(s, now, 1, ao, &h.counters); err != nil {
+		t.Fatal(err)
+	}
+	for i := int64(1); i <= 100; i++ { // newest first: runs of the late list
+		if err := g.append(s, now-i*1000, float64(i), ao, &h.counters); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(s.x.lateRuns) == 0 {
+		t.Fatal("no unmerged run: the test does not cover runs")
+	}
+	check := func(what string) {
+		t.Helper()
+		for _, i := range []int64{1, 37, 100} {
+			if err := g.append(s, now-i*1000, float64(i), ao, &h.counters); err != errDupSame {
+				t.Errorf("%s: identical at -%ds: %v, want errDupSame", what, i, err)
+			}
+			if err := g.append(s, now-i*1000, math.Float64frombits(math.Float64bits(float64(i))^1), ao, &h.counters); !errors.Is(err, ErrDuplicateSample) {
+				t.Errorf("%s: different at -%ds: %v, want ErrDuplicateSample", what, i, err)
+			}
+			if err := g.appendLate(s, now-i*1000, float64(i), &h.counters); err != errDupSame {
+				t.Errorf("%s: appendLate identical at -%ds: %v, want errDupSame", what, i, err)
+			}
+			if err := g.appendLate(s, now-i*1000, -1, &h.counters); !errors.Is(err, ErrDuplicateSample) {
+				t.Errorf("%s: appendLate different at -%ds: %v, want ErrDuplicateSample", what, i, err)
+			}
+		}
+	}
+	check("runs")
+	if n := len(s.late()); n != 100 || len(s.x.lateRuns) != 0 {
+		t.Fatalf("%d late samples in %d runs after a read, want 100 in 0", n, len(s.x.lateRuns))
+	}
+	check("merged")
 }
