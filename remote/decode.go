@@ -115,9 +115,17 @@ func (d *decoder) labelsKept() int { return max(d.limits.MaxLabelsPerSeries+1, m
 // fails the request once they exceed MaxSamplesPerRequest.
 func (d *decoder) count(n int) error {
 	if d.counted += n; d.counted > d.limits.MaxSamplesPerRequest {
-		return reqErrorf(http.StatusRequestEntityTooLarge, "request holds more than %d samples, histograms and exemplars, the limit", d.limits.MaxSamplesPerRequest)
+		return d.tooManySamples()
 	}
 	return nil
+}
+
+// tooManySamples is the error of a request with more than MaxSamplesPerRequest samples.
+// (Not inlined, so that count is.)
+//
+//go:noinline
+func (d *decoder) tooManySamples() error {
+	return reqErrorf(http.StatusRequestEntityTooLarge, "request holds more than %d samples, histograms and exemplars, the limit", d.limits.MaxSamplesPerRequest)
 }
 
 // resetArena empties the sample arena for a request of size bytes. A new
