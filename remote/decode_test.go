@@ -120,6 +120,21 @@ func FuzzDecodeV1(f *testing.F) {
 	}}))
 	f.Add([]byte{})
 	f.Add([]byte{0x2a, 0x00}) // unknown field 5
+	// A histogram of every field, an exemplar over the label limit (8 in the tests).
+	hs := v1Series([]string{"__name__", "h", "job", "x"}, prompb.Sample{Timestamp: 1, Value: 1})
+	hs.Histograms = []prompb.Histogram{{
+		Count: &prompb.Histogram_CountFloat{CountFloat: 3}, Sum: 1, Schema: 3, ZeroThreshold: 1e-9,
+		ZeroCount: &prompb.Histogram_ZeroCountFloat{ZeroCountFloat: 1}, ResetHint: prompb.Histogram_GAUGE,
+		NegativeSpans: []prompb.BucketSpan{{Offset: -1, Length: 2}}, NegativeCounts: []float64{1, 2},
+		PositiveSpans: []prompb.BucketSpan{{Offset: 3, Length: 1}}, PositiveDeltas: []int64{4},
+		CustomValues: []float64{1}, Timestamp: 1,
+	}}
+	var exl []prompb.Label
+	for i := range 9 {
+		exl = append(exl, prompb.Label{Name: fmt.Sprintf("l%d", i), Value: "v"})
+	}
+	hs.Exemplars = []prompb.Exemplar{{Labels: exl, Timestamp: 1}, {Labels: exl[:8], Timestamp: 2}}
+	f.Add(marshal(f, &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{hs}}))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fuzzDecode(t, data, (*decoder).decodeV1)
 		compareWithGogo(t, data)
@@ -140,6 +155,25 @@ func FuzzDecodeV2(f *testing.F) {
 	f.Add(marshal(f, &writev2.Request{Symbols: []string{""}, Timeseries: []writev2.TimeSeries{{LabelsRefs: []uint32{0, 7}}}}))
 	f.Add([]byte{})
 	f.Add([]byte{0x0a, 0x00}) // reserved field 1 (a 1.0 timeseries)
+	// Histogram fields of every kind, exemplars over the label limit (8 in
+	// the tests), a start timestamp, merged metadata, unpacked refs.
+	b = newV2Builder()
+	ts = b.add([]string{"__name__", "h", "job", "x"}, writev2.Sample{Timestamp: 5, Value: 2, StartTimestamp: 3})
+	ts.Histograms = []writev2.Histogram{{
+		Count: &writev2.Histogram_CountFloat{CountFloat: 3}, Sum: 1, Schema: -2, ZeroThreshold: 1e-9,
+		ZeroCount: &writev2.Histogram_ZeroCountInt{ZeroCountInt: 1}, ResetHint: writev2.Histogram_RESET_HINT_GAUGE,
+		NegativeSpans: []writev2.BucketSpan{{Offset: -1, Length: 2}}, NegativeDeltas: []int64{1, -1},
+		PositiveSpans: []writev2.BucketSpan{{Offset: 3, Length: 1}}, PositiveCounts: []float64{1.5},
+		CustomValues: []float64{1, 2}, Timestamp: 5, StartTimestamp: 4,
+	}}
+	var many []string
+	for i := range 9 {
+		many = append(many, fmt.Sprintf("l%d", i), "v")
+	}
+	ts.Exemplars = []writev2.Exemplar{{LabelsRefs: b.refs(many), Value: 1, Timestamp: 5}, {LabelsRefs: b.refs(many[:16]), Value: 2, Timestamp: 6}}
+	withMeta := marshal(f, b.build())
+	f.Add(withMeta)
+	f.Add(append(withMeta, 0x2a, 0x08, 0x08, 0x01, 0x08, 0x02, 0x2a, 0x02, 0x18, 0x01)) // a series of unpacked refs and metadata in two parts
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fuzzDecode(t, data, (*decoder).decodeV2)
 		compareDecoders(t, data, (*decoder).decodeV2, (*decoder).decodeV2Gogo)
