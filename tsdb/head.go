@@ -867,6 +867,7 @@ func (h *Head) replay() (int, error) {
 		n       int
 		ao      = h.appendOpts()
 		dropped int
+		unknown int
 		old     int
 	)
 	apply := func(rec []byte) error {
@@ -889,7 +890,10 @@ func (h *Head) replay() (int, error) {
 		for _, smp := range c.Samples {
 			s := h.seriesByRef(smp.Ref)
 			if s == nil {
-				return fmt.Errorf("record %d: sample for unknown series %d", n, smp.Ref)
+				// Its series record was in a damaged record that replay or
+				// repair dropped: the sample cannot be placed.
+				unknown++
+				continue
 			}
 			if smp.T < minPlaceable || smp.T > maxPlaceable {
 				// Logged before timestamps were bounded; no block range can
@@ -941,21 +945,31 @@ func (h *Head) replay() (int, error) {
 		err = cw.Replay(apply)
 		cw.Close()
 		if err != nil {
-			return n, fmt.Errorf("replay checkpoint %s: %w", cp, err)
+			return n, h.replayError(fmt.Errorf("replay checkpoint %s: %w", cp, err))
 		}
 	}
 	err := h.wal.Replay(apply)
 	if dropped > 0 {
 		h.logger.Warn("WAL replay could not place some samples", "samples", dropped)
 	}
+	if unknown > 0 {
+		h.logger.Warn("WAL replay dropped samples whose series record was in a damaged record", "samples", unknown)
+	}
 	if old > 0 {
 		h.logger.Debug("WAL replay kept samples older than the head aside for out-of-order blocks", "samples", old)
 	}
+	return n, h.replayError(err)
+}
+
+// replayError adds the way out to a WAL corruption error.
+func (h *Head) replayError(err error) error {
 	var ce *wal.CorruptionError
-	if errors.As(err, &ce) {
-		return n, fmt.Errorf("WAL is corrupted in segment %d at offset %d (records before it were replayed; move the damaged segment away to start): %w", ce.Segment, ce.Offset, err)
+	if !errors.As(err, &ce) {
+		return err
 	}
-	return n, err
+	return fmt.Errorf("WAL is damaged in segment %d of %s at offset %d; nothing was changed. "+
+		"Stop tandem and run `tandem tsdb repair --storage.path=%s`: it keeps every readable record, "+
+		"drops only the damaged bytes and reports what was lost: %w", ce.Segment, ce.Dir, ce.Offset, h.dir, err)
 }
 
 // Stats returns head statistics in Prometheus's format (for /api/v1/status/tsdb).
