@@ -271,7 +271,7 @@ func (h *writeHandler) process(d *decoder, r *http.Request, resp response) respo
 		return resp.failErr(err)
 	}
 	if !h.inflight.acquire(int64(n)) {
-		return resp.busy(fmt.Sprintf("the write requests in flight hold %d decoded bytes, the limit, retry later", h.limits.MaxInflightBytes))
+		return resp.busy(fmt.Sprintf("the write requests in flight and this one would hold more than %d decoded bytes, the limit, retry later", h.limits.MaxInflightBytes))
 	}
 	h.metrics.inflightBytes.Add(float64(n))
 	defer func() {
@@ -369,7 +369,7 @@ func (r response) fail(status int, body string) response {
 	return r
 }
 
-// busy returns r answering 503 with Retry-After: the request was not read; a retry can succeed.
+// busy returns r answering 503 with Retry-After: tandem is busy, nothing was stored, a retry can succeed.
 func (r response) busy(body string) response {
 	r.retryAfter = retryAfterBusy
 	return r.fail(http.StatusServiceUnavailable, body)
