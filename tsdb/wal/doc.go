@@ -75,7 +75,8 @@
 // pages it could not write, and a later fsync of the same file would not say
 // so (fsyncs of a segment are serialised and a failure is final for it). The
 // WAL keeps a copy of every byte written since the segment's last successful
-// fsync (at most 16 MiB: a write fsyncs first past that). The next Log, Sync,
+// fsync (at most 4 MiB: a write fsyncs first past that; released at each
+// segment rotation). The next Log, Sync,
 // NextSegment or Close recovers: it writes that copy to a temporary file,
 // fsyncs it, renames it into place as the next segment and continues there;
 // the failed segment is cut back to what its last successful fsync covered

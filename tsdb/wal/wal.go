@@ -28,8 +28,11 @@ const (
 	maxPooledBuf = 1 << 20
 	readBufSize  = 1 << 20
 	// maxPending bounds the copy of not yet fsynced bytes the WAL keeps to
-	// re-write after a failed fsync: past it, a write fsyncs first.
-	maxPending = 16 << 20
+	// re-write after a failed fsync: past it, a write fsyncs first (at the
+	// default 1 s sync interval that is over 1M samples/s). The copy is
+	// released at each segment rotation (a checkpoint rotates after every
+	// flush), so it is heap only while the WAL is busy.
+	maxPending = 4 << 20
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -424,7 +427,7 @@ func (w *WAL) rotateLocked() error {
 			}
 		}
 		s.synced, s.covered = s.size, true
-		w.resetPendingLocked()
+		w.pending = nil
 		w.setSynced(w.written)
 		if err := s.f.Close(); err != nil {
 			w.logger.Warn("closing a synced WAL segment failed", "segment", s.num, "err", err)
