@@ -383,20 +383,3 @@ func (q dbExemplarQuerier) Select(start, end int64, matchers ...[]*labels.Matche
 	}
 	return x.result(keep), nil
 }
-
-// blockExemplarsWithout returns the exemplars of b without those deleted by
-// tombstones (nil when b has none), for rewriting b.
-func (db *DB) blockExemplarsWithout(b *dbBlock) block.ExemplarSource {
-	if b.NumExemplars() == 0 {
-		return nil
-	}
-	src := b.ExemplarSource(math.MinInt64, math.MaxInt64, nil)
-	return func(yield func(*block.SeriesExemplars) error) error {
-		return src(func(se *block.SeriesExemplars) error {
-			if iv := db.tombs.intervals(se.Labels); iv != nil {
-				se.Exemplars = slices.DeleteFunc(se.Exemplars, func(e block.Exemplar) bool { return inIntervals(e.T, iv) })
-			}
-			return yield(se)
-		})
-	}
-}
