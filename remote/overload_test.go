@@ -80,7 +80,7 @@ func TestWriteConcurrencyLimit(t *testing.T) {
 	const n = 3
 	app := newBlockingAppender()
 	reg := prometheus.NewRegistry()
-	srv := testServer(t, app, Limits{MaxConcurrentRequests: n}, reg)
+	srv := testServer(t, app, Limits{MaxConcurrentRequests: n, MaxQueueWait: 50 * time.Millisecond}, reg)
 	body := func(i int) []byte { return snappy.Encode(nil, marshal(t, nodeRequestV2(t, 5, int64(1000+i)))) }
 	var pending []<-chan result
 	for i := range n {
@@ -108,6 +108,29 @@ func TestWriteConcurrencyLimit(t *testing.T) {
 		}
 	}
 	expectStatus(t, post(t, srv.URL, ctV2, "snappy", body(n)), http.StatusNoContent) // the slots are free again
+}
+
+// TestWriteQueueWait: a request finding every slot taken waits for one up
+// to MaxQueueWait instead of being refused at once (many Prometheus
+// servers sharing a tandem would otherwise see 503s at every burst).
+func TestWriteQueueWait(t *testing.T) {
+	app := newBlockingAppender()
+	srv := testServer(t, app, Limits{MaxConcurrentRequests: 1, MaxQueueWait: 20 * time.Second}, nil)
+	body := func(i int) []byte { return snappy.Encode(nil, marshal(t, nodeRequestV1(t, 5, int64(1000+i)))) }
+	first := postAsync(t, srv.URL, ctV1, body(0))
+	waitEntered(t, app, 1)
+	second := postAsync(t, srv.URL, ctV1, body(1))
+	select {
+	case r := <-second:
+		t.Fatalf("a request refused without waiting for a slot: %d %q", r.status, r.body)
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(app.release)
+	for i, ch := range []<-chan result{first, second} {
+		if r := <-ch; r.status != http.StatusNoContent {
+			t.Errorf("request %d: status %d %q", i, r.status, r.body)
+		}
+	}
 }
 
 // TestWriteInflightBytesLimit: the decoded bytes of the requests in flight

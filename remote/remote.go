@@ -10,6 +10,7 @@ package remote
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/prometheus/model/labels"
@@ -70,24 +71,27 @@ type Limits struct {
 	MaxSamplesPerRequest int
 	// MaxSymbolsPerRequest is the largest 2.0 symbols table (0 = default 2M).
 	MaxSymbolsPerRequest int
-	// MaxConcurrentRequests is how many write requests are handled at once; more get 503 with Retry-After (0 = default 64).
+	// MaxConcurrentRequests is how many write requests are handled at once; more wait up to MaxQueueWait, then get 503 with Retry-After (0 = default 64).
 	MaxConcurrentRequests int
+	// MaxQueueWait is how long a request waits for one of the MaxConcurrentRequests slots, its body not yet read (0 = default 2s).
+	MaxQueueWait time.Duration
 	// MaxInflightBytes bounds the decoded bytes of the write requests handled at once; more get 503 with Retry-After (0 = default 1 GiB).
 	MaxInflightBytes int64
 }
 
 // Default limit values, used for zero fields of Limits.
 const (
-	DefaultMaxBodyBytes          = 32 << 20  // compressed body: 32 MiB
-	DefaultMaxDecodedBytes       = 128 << 20 // snappy-decoded body: 128 MiB
-	DefaultMaxLabelsPerSeries    = 64        // labels of one series
-	DefaultMaxLabelNameLength    = 1024      // bytes of one label name
-	DefaultMaxLabelValueLength   = 4096      // bytes of one label value
-	DefaultMaxSeriesPerRequest   = 500_000   // series entries of one request
-	DefaultMaxSamplesPerRequest  = 2_000_000 // samples, histograms and exemplars of one request
-	DefaultMaxSymbolsPerRequest  = 2_000_000 // 2.0 symbols of one request
-	DefaultMaxConcurrentRequests = 64        // write requests handled at once
-	DefaultMaxInflightBytes      = 1 << 30   // decoded bytes of the requests handled at once: 1 GiB
+	DefaultMaxBodyBytes          = 32 << 20        // compressed body: 32 MiB
+	DefaultMaxDecodedBytes       = 128 << 20       // snappy-decoded body: 128 MiB
+	DefaultMaxLabelsPerSeries    = 64              // labels of one series
+	DefaultMaxLabelNameLength    = 1024            // bytes of one label name
+	DefaultMaxLabelValueLength   = 4096            // bytes of one label value
+	DefaultMaxSeriesPerRequest   = 500_000         // series entries of one request
+	DefaultMaxSamplesPerRequest  = 2_000_000       // samples, histograms and exemplars of one request
+	DefaultMaxSymbolsPerRequest  = 2_000_000       // 2.0 symbols of one request
+	DefaultMaxConcurrentRequests = 64              // write requests handled at once
+	DefaultMaxInflightBytes      = 1 << 30         // decoded bytes of the requests handled at once: 1 GiB
+	DefaultMaxQueueWait          = 2 * time.Second // wait for a request slot
 )
 
 // DefaultLimits returns the limits used when none are configured.
@@ -103,6 +107,7 @@ func DefaultLimits() Limits {
 		MaxSymbolsPerRequest:  DefaultMaxSymbolsPerRequest,
 		MaxConcurrentRequests: DefaultMaxConcurrentRequests,
 		MaxInflightBytes:      DefaultMaxInflightBytes,
+		MaxQueueWait:          DefaultMaxQueueWait,
 	}
 }
 
@@ -129,6 +134,9 @@ func (l Limits) withDefaults() Limits {
 	def(&l.MaxSymbolsPerRequest, d.MaxSymbolsPerRequest)
 	def(&l.MaxConcurrentRequests, d.MaxConcurrentRequests)
 	def64(&l.MaxInflightBytes, d.MaxInflightBytes)
+	if l.MaxQueueWait <= 0 {
+		l.MaxQueueWait = d.MaxQueueWait
+	}
 	return l
 }
 

@@ -227,6 +227,25 @@ func (h *writeHandler) serve(r *http.Request) (resp response) {
 	return h.handle(r)
 }
 
+// acquireSlot takes one of the request slots, waiting up to MaxQueueWait
+// (the body is not read meanwhile, so a waiting request holds no decoder memory).
+func (h *writeHandler) acquireSlot(r *http.Request) bool {
+	select {
+	case h.slots <- struct{}{}:
+		return true
+	default:
+	}
+	t := time.NewTimer(h.limits.MaxQueueWait)
+	defer t.Stop()
+	select {
+	case h.slots <- struct{}{}:
+		return true
+	case <-t.C:
+	case <-r.Context().Done():
+	}
+	return false
+}
+
 // handle processes one request.
 func (h *writeHandler) handle(r *http.Request) response {
 	if r.Method != http.MethodPost {
@@ -240,12 +259,10 @@ func (h *writeHandler) handle(r *http.Request) response {
 	if err := checkEncoding(r.Header.Values("Content-Encoding")); err != nil {
 		return resp.fail(http.StatusUnsupportedMediaType, err.Error())
 	}
-	select {
-	case h.slots <- struct{}{}:
-		defer func() { <-h.slots }()
-	default:
-		return resp.busy(fmt.Sprintf("too many concurrent write requests (the limit is %d), retry later", cap(h.slots)))
+	if !h.acquireSlot(r) {
+		return resp.busy(fmt.Sprintf("too many concurrent write requests (the limit is %d; waited %v), retry later", cap(h.slots), h.limits.MaxQueueWait))
 	}
+	defer func() { <-h.slots }()
 	h.metrics.inflightRequests.Inc()
 	defer h.metrics.inflightRequests.Dec()
 
