@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/tandem-tsdb/tandem/tsdb/block"
 )
@@ -30,4 +33,35 @@ func blockDamaged(err error) bool {
 func errBlockUnavailable(dir string, err error) error {
 	return fmt.Errorf("cannot open block %s (left in place, not quarantined: the error does not show damaged data; "+
 		"fix its cause and start again, or move the block away if it is really damaged): %w", dir, err)
+}
+
+// deletingSuffix marks a block directory being deleted: a crash in the
+// middle of the deletion leaves it under this name, which start-up removes,
+// and never a block directory with some of its files gone (which start-up
+// would have to quarantine).
+const deletingSuffix = ".tmp-for-deletion"
+
+// removeBlockDir deletes the block directory p of the data directory dir:
+// renamed first (durably), then removed.
+func removeBlockDir(dir, p string) error {
+	tmp := p + deletingSuffix
+	if err := os.Rename(p, tmp); err != nil {
+		return err
+	}
+	if err := syncDir(dir); err != nil {
+		return err
+	}
+	return os.RemoveAll(tmp)
+}
+
+// removeDeleting finishes the block deletions a crash interrupted.
+func removeDeleting(dir string, entries []os.DirEntry) error {
+	for _, e := range entries {
+		if e.IsDir() && strings.HasSuffix(e.Name(), deletingSuffix) {
+			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+				return fmt.Errorf("remove %s (a deletion a crash interrupted): %w", e.Name(), err)
+			}
+		}
+	}
+	return nil
 }

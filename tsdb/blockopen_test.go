@@ -252,3 +252,45 @@ func flipByte(t *testing.T, p string, off int) {
 	b[off] ^= 0x40
 	writeFile(t, p, string(b))
 }
+
+// TestOpenBlocksInterruptedDeletion: a block deletion cut off by a crash
+// (the directory renamed for deletion, some files gone) is finished at
+// start-up, not quarantined; the other blocks stay.
+func TestOpenBlocksInterruptedDeletion(t *testing.T) {
+	dir, bs, _ := dbWithBlocks(t)
+	victim := filepath.Join(dir, bs[0].ULID)
+	if err := os.Rename(victim, victim+deletingSuffix); err != nil {
+		t.Fatal(err)
+	}
+	removeFile(t, filepath.Join(victim+deletingSuffix, block.MetaFilename))
+	db := openDB(t, dir, func(o *DBOptions) { o.Head.BlockRange = time.Hour })
+	defer db.Close()
+	if _, err := os.Stat(victim + deletingSuffix); !os.IsNotExist(err) {
+		t.Fatalf("interrupted deletion left in place: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "quarantine")); !os.IsNotExist(err) {
+		t.Fatalf("quarantine after an interrupted deletion: %v", err)
+	}
+	if n := len(db.Blocks()); n != len(bs)-1 {
+		t.Fatalf("%d blocks, want %d", n, len(bs)-1)
+	}
+}
+
+// TestRemoveBlockDir: a deleted block leaves neither its directory nor the
+// renamed one behind.
+func TestRemoveBlockDir(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "01ARZ3NDEKTSV4RRFFQ69G5FAV")
+	if err := os.MkdirAll(p, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(p, block.MetaFilename), "{}")
+	if err := removeBlockDir(dir, p); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{p, p + deletingSuffix} {
+		if _, err := os.Stat(q); !os.IsNotExist(err) {
+			t.Fatalf("%s still there: %v", q, err)
+		}
+	}
+}

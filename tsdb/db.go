@@ -147,6 +147,9 @@ func (db *DB) openBlocks() error {
 	if err != nil {
 		return fmt.Errorf("list %s: %w", db.dir, err)
 	}
+	if err := removeDeleting(db.dir, entries); err != nil {
+		return err
+	}
 	for _, e := range entries {
 		if !e.IsDir() || !isBlockDir(e.Name()) {
 			continue
@@ -215,7 +218,7 @@ func (db *DB) dropReplaced() error {
 	for _, b := range drop {
 		db.logger.Info("deleting a block already merged into a compacted block", "block", b.dir)
 		b.Close()
-		if err := os.RemoveAll(b.dir); err != nil {
+		if err := removeBlockDir(db.dir, b.dir); err != nil {
 			return fmt.Errorf("delete replaced block %s: %w", b.dir, err)
 		}
 	}
@@ -814,7 +817,7 @@ func (db *DB) deleteBlocks(bs []*dbBlock) error {
 		if err := b.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close block %s: %w", b.dir, err))
 		}
-		if err := os.RemoveAll(b.dir); err != nil {
+		if err := removeBlockDir(db.dir, b.dir); err != nil {
 			errs = append(errs, fmt.Errorf("delete block %s: %w", b.dir, err))
 		}
 		db.metrics.blocksDeleted.Inc()
