@@ -3,12 +3,11 @@ package compact
 import (
 	"fmt"
 	"path/filepath"
-	"runtime"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/tandem-tsdb/tandem/internal/memtest"
 	"github.com/tandem-tsdb/tandem/tsdb/block"
 	"github.com/tandem-tsdb/tandem/workload"
 )
@@ -84,45 +83,11 @@ func wideBlocks(tb testing.TB, dir string, members, nblocks, rows int) ([]*block
 	return out, n
 }
 
-// peakHeap runs f and returns the highest HeapInuse seen while it ran (sampled every millisecond) above the
-// figure before it, after a collection.
-func peakHeap(f func()) uint64 {
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	base := ms.HeapInuse
-	peak := base
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		var ms runtime.MemStats
-		t := time.NewTicker(time.Millisecond)
-		defer t.Stop()
-		for {
-			runtime.ReadMemStats(&ms)
-			peak = max(peak, ms.HeapInuse)
-			select {
-			case <-done:
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	f()
-	close(done)
-	wg.Wait()
-	runtime.ReadMemStats(&ms)
-	peak = max(peak, ms.HeapInuse)
-	return peak - base
-}
-
 // mergePeak merges srcs into dir and returns the peak heap it took.
 func mergePeak(tb testing.TB, dir string, srcs []*block.Block) uint64 {
 	tb.Helper()
 	var err error
-	peak := peakHeap(func() { _, err = Merge(dir, srcs, block.WriteOptions{}) })
+	peak := memtest.PeakHeap(func() { _, err = Merge(dir, srcs, block.WriteOptions{}) })
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -6,48 +6,15 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"runtime"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/tandem-tsdb/tandem/compact"
+	"github.com/tandem-tsdb/tandem/internal/memtest"
 	"github.com/tandem-tsdb/tandem/tsdb/block"
 )
-
-// peakHeapOf runs f and returns the highest HeapInuse seen while it ran (sampled every
-// millisecond) above the figure before it, after a collection.
-func peakHeapOf(f func()) uint64 {
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	base := ms.HeapInuse
-	peak := base
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		var ms runtime.MemStats
-		t := time.NewTicker(time.Millisecond)
-		defer t.Stop()
-		for {
-			runtime.ReadMemStats(&ms)
-			peak = max(peak, ms.HeapInuse)
-			select {
-			case <-done:
-				return
-			case <-t.C:
-			}
-		}
-	})
-	f()
-	close(done)
-	wg.Wait()
-	runtime.ReadMemStats(&ms)
-	peak = max(peak, ms.HeapInuse)
-	return peak - base
-}
 
 // wideValue is the value of member m's sample in row r of wideBlocks: counters and one-decimal gauges.
 func wideValue(m, r int) float64 {
@@ -102,7 +69,7 @@ func cleanPeak(t testing.TB, db *DB, del0, del1 int64) uint64 {
 		t.Fatal(err)
 	}
 	var err error
-	peak := peakHeapOf(func() { err = db.CleanTombstones() })
+	peak := memtest.PeakHeap(func() { err = db.CleanTombstones() })
 	if err != nil {
 		t.Fatal(err)
 	}
