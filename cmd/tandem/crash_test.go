@@ -22,7 +22,7 @@ const (
 	crashSenders      = 6
 	crashSeriesPerReq = 3
 	crashSamplesPer   = 5
-	crashMaxReqs      = 5000 // per sender per phase: bounds the load
+	crashMaxReqs      = 20000 // per sender per phase: bounds the load
 )
 
 // crashLedger records, per sender, every request attempted and whether it was acknowledged.
