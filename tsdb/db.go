@@ -79,8 +79,9 @@ type dbMetrics struct {
 	compactionCPU          prometheus.Counter
 }
 
-// OpenDB opens the storage in dir: blocks first (unreadable ones are moved to
-// dir/quarantine), then the head, replaying its WAL from the end of the blocks.
+// OpenDB opens the storage in dir: blocks first (a block whose bytes are
+// proven bad is moved to dir/quarantine; any other error opening one fails),
+// then the head, replaying its WAL from the end of the blocks.
 func OpenDB(dir string, opts DBOptions) (*DB, error) {
 	if opts.Head.Logger == nil {
 		opts.Head.Logger = slog.New(slog.DiscardHandler)

@@ -132,36 +132,40 @@ func (h *Head) export(mint, maxt int64, seal bool, exported *[]lateSeries, fn fu
 		if err != nil {
 			return
 		}
-		g.mu.Lock()
-		if seal {
-			// Seal rows of the range that are still open (an idle or lagging group).
-			g.aligned.sealUpTo(maxt-1, h.cut(), func(r *row, prevHas func(int) bool) { g.onSeal(r, prevHas, &h.counters) })
-		}
-		shared := g.aligned.capture(mint, maxt)
-		var owns []ownData
-		members := make([]*memSeries, len(g.members))
-		copy(members, g.members)
-		for i, s := range members {
-			if s == nil {
-				continue // a removed member's free column
+		// Captured under the group's lock, released even on a panic.
+		shared, owns, members := func() (tableData, []ownData, []*memSeries) {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			if seal {
+				// Seal rows of the range that are still open (an idle or lagging group).
+				g.aligned.sealUpTo(maxt-1, h.cut(), func(r *row, prevHas func(int) bool) { g.onSeal(r, prevHas, &h.counters) })
 			}
-			od := ownData{member: i}
-			if s.own() != nil {
-				od.d = s.own().capture(mint, maxt)
-			}
-			for _, l := range s.late() {
-				if l.T >= mint && l.T < maxt {
-					od.late = append(od.late, l)
+			shared := g.aligned.capture(mint, maxt)
+			var owns []ownData
+			members := make([]*memSeries, len(g.members))
+			copy(members, g.members)
+			for i, s := range members {
+				if s == nil {
+					continue // a removed member's free column
+				}
+				od := ownData{member: i}
+				if s.own() != nil {
+					od.d = s.own().capture(mint, maxt)
+				}
+				for _, l := range s.late() {
+					if l.T >= mint && l.T < maxt {
+						od.late = append(od.late, l)
+					}
+				}
+				if len(od.late) > 0 && exported != nil {
+					*exported = append(*exported, lateSeries{s: s, samples: od.late})
+				}
+				if len(od.d.chunks) > 0 || len(od.d.open) > 0 || len(od.late) > 0 {
+					owns = append(owns, od)
 				}
 			}
-			if len(od.late) > 0 && exported != nil {
-				*exported = append(*exported, lateSeries{s: s, samples: od.late})
-			}
-			if len(od.d.chunks) > 0 || len(od.d.open) > 0 || len(od.late) > 0 {
-				owns = append(owns, od)
-			}
-		}
-		g.mu.Unlock()
+			return shared, owns, members
+		}()
 
 		bg := &block.Group{Key: g.key}
 		t0, e := shared.decode(func(c int) int { return c })
@@ -252,28 +256,30 @@ func (h *Head) captureLate(before int64) []lateSeries {
 func (h *Head) dropLate(ls []lateSeries) {
 	for _, l := range ls {
 		g := l.s.g
-		g.mu.Lock()
-		drop := map[int64]bool{}
-		for _, smp := range l.samples {
-			drop[smp.T] = true
-		}
-		if x := l.s.x; x != nil {
-			keep := x.late[:0]
-			for _, smp := range x.late {
-				if !drop[smp.T] {
-					keep = append(keep, smp)
+		func() {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			drop := map[int64]bool{}
+			for _, smp := range l.samples {
+				drop[smp.T] = true
+			}
+			if x := l.s.x; x != nil {
+				keep := x.late[:0]
+				for _, smp := range x.late {
+					if !drop[smp.T] {
+						keep = append(keep, smp)
+					}
+				}
+				clear(x.late[len(keep):])
+				x.late = keep
+				if len(keep) == 0 {
+					x.late = nil
+				}
+				if x.unused() {
+					l.s.x = nil
 				}
 			}
-			clear(x.late[len(keep):])
-			x.late = keep
-			if len(keep) == 0 {
-				x.late = nil
-			}
-			if x.unused() {
-				l.s.x = nil
-			}
-		}
-		g.mu.Unlock()
+		}()
 	}
 }
 
