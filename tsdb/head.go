@@ -552,10 +552,12 @@ type commitState struct {
 }
 
 // AppendBatch writes a batch: each group's samples are placed under that
-// group's lock, the accepted ones are logged to the WAL as one record, and the
-// call returns after the record is written. The error is non-nil only for a
-// server-side failure (the WAL could not be written); a retry of the same
-// batch is then idempotent.
+// group's lock, the accepted ones (resent identical ones too) are logged to
+// the WAL as one record, and the call returns after the record is written,
+// so whatever it reports written is in a record of this batch. The error is
+// non-nil only when the WAL cannot be written (it wraps ErrUnavailable):
+// nothing is acknowledged, and while the WAL stays unwritable batches are
+// refused before they touch memory; a retry of the same batch is idempotent.
 // The batch belongs to the head for the call: it may clear the exemplars of
 // series it drops (an HA replica that is not elected).
 func (h *Head) AppendBatch(_ context.Context, b *Batch) (AppendResult, error) {
