@@ -8,53 +8,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
 
+	"github.com/tandem-tsdb/tandem/internal/tmpfs"
 	"github.com/tandem-tsdb/tandem/tsdb/record"
 	"github.com/tandem-tsdb/tandem/tsdb/wal"
 )
-
-// mountTmpfs mounts a tmpfs of size bytes on a new directory (root only;
-// CI runs as root, where a failure to mount fails the test).
-func mountTmpfs(t *testing.T, size int) string {
-	t.Helper()
-	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d", size)); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("mount tmpfs (CI runs as root): %v", err)
-		}
-		t.Skipf("mount tmpfs needs root: %v", err)
-	}
-	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
-	return dir
-}
-
-// fillDisk writes a file in dir until the file system is full.
-func fillDisk(t *testing.T, dir string) string {
-	t.Helper()
-	p := filepath.Join(dir, "filler")
-	f, err := os.Create(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	for _, n := range []int{1 << 20, 4096, 1} {
-		buf := make([]byte, n)
-		for {
-			if _, err := f.Write(buf); err != nil {
-				if !errors.Is(err, syscall.ENOSPC) {
-					t.Fatal(err)
-				}
-				break
-			}
-		}
-	}
-	return p
-}
 
 // scrape builds one scrape of n series of a target at t.
 func scrape(target string, n int, t int64) *Batch {
@@ -73,7 +35,7 @@ func scrape(target string, n int, t int64) *Batch {
 // be written, writes resume by themselves once space returns, and what was
 // acknowledged survives a crash (the directory copied without closing).
 func TestFullDiskNeverAcknowledges(t *testing.T) {
-	mnt := mountTmpfs(t, 8<<20)
+	mnt := tmpfs.Mount(t, 8<<20)
 	dir := filepath.Join(mnt, "data")
 	const now = int64(1 << 50)
 	h := openHead(t, dir, func(o *Options) { o.WALSegmentSize = 1 << 20 })
@@ -92,7 +54,7 @@ func TestFullDiskNeverAcknowledges(t *testing.T) {
 	}
 	add(first)
 
-	filler := fillDisk(t, mnt)
+	filler := tmpfs.Fill(t, mnt)
 	// The segment's last page may still take a few records: write until
 	// the disk refuses one.
 	var b *Batch

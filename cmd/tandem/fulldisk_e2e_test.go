@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -16,6 +15,8 @@ import (
 
 	"github.com/golang/snappy"
 	"github.com/prometheus/prometheus/prompb"
+
+	"github.com/tandem-tsdb/tandem/internal/tmpfs"
 )
 
 // TestFullDiskEndToEnd runs tandem on a small tmpfs, fills it, and sends one
@@ -26,14 +27,7 @@ import (
 // once space returns tandem takes writes again by itself, and after kill -9
 // and a restart every acknowledged sample is there.
 func TestFullDiskEndToEnd(t *testing.T) {
-	mnt := t.TempDir()
-	if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, "size=16m"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("mount tmpfs (CI runs as root): %v", err)
-		}
-		t.Skipf("mount tmpfs needs root: %v", err)
-	}
-	t.Cleanup(func() { syscall.Unmount(mnt, syscall.MNT_DETACH) })
+	mnt := tmpfs.Mount(t, 16<<20)
 	data := filepath.Join(mnt, "data")
 	p := startTandem(t, data, "--storage.wal.segment-size=1048576")
 
@@ -85,23 +79,7 @@ func TestFullDiskEndToEnd(t *testing.T) {
 			t.Fatalf("round 0 shard %d: %d", s, code)
 		}
 	}
-	filler := filepath.Join(mnt, "filler")
-	f, err := os.Create(filler)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range []int{1 << 20, 4096, 1} {
-		buf := make([]byte, n)
-		for {
-			if _, err := f.Write(buf); err != nil {
-				if !errors.Is(err, syscall.ENOSPC) {
-					t.Fatal(err)
-				}
-				break
-			}
-		}
-	}
-	f.Close()
+	filler := tmpfs.Fill(t, mnt)
 
 	// Senders retry every request until it is acknowledged. The disk is
 	// freed once every shard has seen a 503 a few times.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -15,6 +14,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/tandem-tsdb/tandem/internal/tmpfs"
 )
 
 // faultFS opens real files whose writes, fsyncs, truncations and creation
@@ -332,18 +333,7 @@ func TestCloseRecovers(t *testing.T) {
 // full and succeeds again once space is freed, without a restart, and replay
 // returns every record Log acknowledged.
 func TestFullFilesystem(t *testing.T) {
-	mnt := t.TempDir()
-	if out, err := runCmd("mount", "-t", "tmpfs", "-o", "size=2m", "tandem-wal-test", mnt); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("mount tmpfs (CI runs as root and must be able to): %v: %s", err, out)
-		}
-		t.Skipf("cannot mount a tmpfs (needs root): %v: %s", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := runCmd("umount", mnt); err != nil {
-			t.Errorf("umount %s: %v: %s", mnt, err, out)
-		}
-	})
+	mnt := tmpfs.Mount(t, 2<<20)
 	for _, interval := range []time.Duration{0, 10 * time.Millisecond} {
 		t.Run(fmt.Sprintf("sync=%v", interval), func(t *testing.T) {
 			dir := filepath.Join(mnt, fmt.Sprintf("wal-%d", interval))
@@ -395,8 +385,4 @@ func TestFullFilesystem(t *testing.T) {
 			os.RemoveAll(dir)
 		})
 	}
-}
-
-func runCmd(name string, args ...string) ([]byte, error) {
-	return exec.Command(name, args...).CombinedOutput()
 }
