@@ -72,9 +72,6 @@ func newHeadMetrics(h *Head, reg prometheus.Registerer) *headMetrics {
 			}
 			return 1
 		}),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "tandem_head_wal_write_failures_total", Help: "WAL records (batches and probes) that could not be written; their batches were answered 503.",
-		}, func() float64 { return float64(h.health.failures.Load()) }),
 		gauge("tandem_head_ready", "1 once WAL replay has finished.", func() float64 {
 			if h.ready.Load() {
 				return 1

@@ -26,8 +26,7 @@ var probeRecord = (&record.Commit{}).Encode(nil)
 
 // walHealth is the head's view of its WAL.
 type walHealth struct {
-	failing  atomic.Bool
-	failures atomic.Int64 // records the WAL could not write
+	failing atomic.Bool
 
 	mu        sync.Mutex
 	err       error // the last failure while failing
@@ -61,7 +60,6 @@ func (h *Head) noteWAL(err error) {
 		}
 		return
 	}
-	hl.failures.Add(1)
 	hl.mu.Lock()
 	hl.err = err
 	hl.mu.Unlock()
