@@ -76,6 +76,7 @@ import (
 	v1 "github.com/prometheus/prometheus/web/api/v1"
 
 	tandemtsdb "github.com/tandem-tsdb/tandem/tsdb"
+	"github.com/tandem-tsdb/tandem/tsdb/head"
 )
 
 // API flags shared by both sides (Prometheus's defaults).
@@ -497,7 +498,7 @@ func gcTandemServer(t *testing.T, ds *gcDataset, layout gcLayout) string {
 	t.Helper()
 	dir := t.TempDir()
 	reg := prometheus.NewRegistry()
-	hopts := tandemtsdb.DefaultOptions()
+	hopts := head.DefaultOptions()
 	hopts.Registerer = reg
 	if layout == gcMixed {
 		hopts.BlockRange = 30 * time.Minute
@@ -508,18 +509,18 @@ func gcTandemServer(t *testing.T, ds *gcDataset, layout gcLayout) string {
 	}
 	t.Cleanup(func() { _ = db.Close() })
 	for i, sc := range ds.scrapes {
-		var b tandemtsdb.Batch
+		var b head.Batch
 		if i == 0 {
 			for _, tg := range ds.targets {
 				for _, m := range tg.metadata {
-					b.Metadata = append(b.Metadata, tandemtsdb.Metadata{Metric: m.MetricFamily, Type: string(m.Type), Help: m.Help, Unit: m.Unit})
+					b.Metadata = append(b.Metadata, head.Metadata{Metric: m.MetricFamily, Type: string(m.Type), Help: m.Help, Unit: m.Unit})
 				}
 			}
 		}
 		for _, s := range sc.samples {
-			bs := tandemtsdb.BatchSeries{Labels: ds.series[s.series], Samples: []tandemtsdb.Sample{{T: sc.t, V: s.v}}}
+			bs := head.BatchSeries{Labels: ds.series[s.series], Samples: []head.Sample{{T: sc.t, V: s.v}}}
 			for _, e := range s.exemplars {
-				bs.Exemplars = append(bs.Exemplars, tandemtsdb.Exemplar{Labels: e.Labels, T: e.Ts, V: e.Value})
+				bs.Exemplars = append(bs.Exemplars, head.Exemplar{Labels: e.Labels, T: e.Ts, V: e.Value})
 			}
 			b.Series = append(b.Series, bs)
 		}
@@ -539,8 +540,8 @@ func gcTandemServer(t *testing.T, ds *gcDataset, layout gcLayout) string {
 			t.Fatal("flush wrote no block")
 		}
 		// With T on a block boundary: mixed flushes [T, T+30m) only.
-		if h, _ := db.Head().StartTime(); layout == gcMixed && h != ds.t0+30*time.Minute.Milliseconds() {
-			t.Fatalf("mixed layout: the head starts at T%+ds, want T+1800s", (h-ds.t0)/1000)
+		if st, _ := db.Stats("", 0); layout == gcMixed && st.MinTime != ds.t0+30*time.Minute.Milliseconds() {
+			t.Fatalf("mixed layout: the head starts at T%+ds, want T+1800s", (st.MinTime-ds.t0)/1000)
 		}
 	}
 	opts := APIOptions{

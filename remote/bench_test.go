@@ -12,7 +12,7 @@ import (
 	promremote "github.com/prometheus/prometheus/storage/remote"
 	promtsdb "github.com/prometheus/prometheus/tsdb"
 
-	"github.com/tandem-tsdb/tandem/tsdb"
+	"github.com/tandem-tsdb/tandem/tsdb/head"
 	"github.com/tandem-tsdb/tandem/workload"
 )
 
@@ -84,9 +84,9 @@ func BenchmarkRemoteWrite(b *testing.B) {
 		}
 		b.Run("tandem-"+name, func(b *testing.B) {
 			run(b, func(dir string) (http.Handler, func()) {
-				opts := tsdb.DefaultOptions()
+				opts := head.DefaultOptions()
 				opts.WALSyncInterval = time.Second
-				h, err := tsdb.Open(dir, opts)
+				h, err := head.Open(dir, opts)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -12,8 +12,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/prompb"
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
-
-	"github.com/tandem-tsdb/tandem/tsdb"
+	"github.com/tandem-tsdb/tandem/tsdb/head"
 )
 
 // newClient returns the client_golang remote-write client aimed at srv with fast, bounded retries.
@@ -45,7 +44,7 @@ func TestClientV1(t *testing.T) {
 	for _, ts := range req.Timeseries {
 		ls := ts.ToLabels(&sb, nil)
 		ss := got[ls.String()]
-		if len(ss) != 1 || ss[0] != (tsdb.Sample{T: ts.Samples[0].Timestamp, V: ts.Samples[0].Value}) {
+		if len(ss) != 1 || ss[0] != (head.Sample{T: ts.Samples[0].Timestamp, V: ts.Samples[0].Value}) {
 			t.Fatalf("series %s arrived as %v", ls, ss)
 		}
 	}

@@ -13,8 +13,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/prompb"
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
-
-	"github.com/tandem-tsdb/tandem/tsdb"
+	"github.com/tandem-tsdb/tandem/tsdb/head"
 )
 
 // requestError fails a whole request: nothing of it is written.
@@ -49,8 +48,8 @@ type decodeStats struct {
 	samples    int // float samples in the request
 	histograms int // native histogram samples in the request (never written)
 	exemplars  int // exemplars in the request
-	// invalid counts float samples refused before storage, by reason (tsdb.ErrInvalidLabels).
-	invalid tsdb.AppendResult
+	// invalid counts float samples refused before storage, by reason (head.ErrInvalidLabels).
+	invalid head.AppendResult
 	// histogramSeries and exemplarSeries name one series that carried histograms / exemplars.
 	histogramSeries, exemplarSeries string
 }
@@ -77,7 +76,7 @@ type decoder struct {
 	curLabels int            // label fields of curTS
 	// rawLabels are the protobuf bytes of lbuf's label fields when contiguous.
 	rawLabels []byte
-	exbuf     []tsdb.Exemplar // exemplars of the 1.0 series being decoded
+	exbuf     []head.Exemplar // exemplars of the 1.0 series being decoded
 	exlbuf    []prompb.Label  // labels of the 1.0 exemplar being decoded
 
 	// 2.0
@@ -97,8 +96,8 @@ type decoder struct {
 
 	// batch and arena are reused from request to request: the head copies
 	// what it keeps, so the decoder's batch is free again once AppendBatch returns.
-	batch tsdb.Batch
-	arena []tsdb.Sample
+	batch head.Batch
+	arena []head.Sample
 }
 
 func newDecoder(l Limits) *decoder {
@@ -133,7 +132,7 @@ func (d *decoder) tooManySamples() error {
 // beyond that it grows with the samples actually read.
 func (d *decoder) resetArena(size int) {
 	if cap(d.arena) == 0 {
-		d.arena = make([]tsdb.Sample, 0, min(size/64+16, 64<<10, d.limits.MaxSamplesPerRequest))
+		d.arena = make([]head.Sample, 0, min(size/64+16, 64<<10, d.limits.MaxSamplesPerRequest))
 	}
 	d.arena = d.arena[:0]
 	d.counted = 0
@@ -142,10 +141,10 @@ func (d *decoder) resetArena(size int) {
 // appendSample appends s to the arena, which grows no larger than
 // MaxSamplesPerRequest (count refuses more). Series already read keep
 // their samples in the old array.
-func (d *decoder) appendSample(s tsdb.Sample) {
+func (d *decoder) appendSample(s head.Sample) {
 	if len(d.arena) == cap(d.arena) {
 		n := min(max(2*cap(d.arena), 1024), d.limits.MaxSamplesPerRequest)
-		d.arena = append(make([]tsdb.Sample, 0, max(n, len(d.arena)+1)), d.arena...)
+		d.arena = append(make([]head.Sample, 0, max(n, len(d.arena)+1)), d.arena...)
 	}
 	d.arena = append(d.arena, s)
 }
@@ -193,7 +192,7 @@ func trim[S ~[]E, E any](s S, max int) S {
 func (d *decoder) resetBatch() {
 	clear(d.batch.Series)
 	clear(d.batch.Metadata)
-	d.batch = tsdb.Batch{Series: d.batch.Series[:0], Metadata: d.batch.Metadata[:0]}
+	d.batch = head.Batch{Series: d.batch.Series[:0], Metadata: d.batch.Metadata[:0]}
 }
 
 // readBody reads the compressed request body into the decoder's pooled
@@ -267,7 +266,7 @@ func (d *decoder) decompress(body []byte) ([]byte, error) {
 }
 
 // decode decodes a snappy-decoded request body of protocol version ver.
-func (d *decoder) decode(ver protoVersion, raw []byte) (*tsdb.Batch, error) {
+func (d *decoder) decode(ver protoVersion, raw []byte) (*head.Batch, error) {
 	if ver == protoV2 {
 		return d.decodeV2(raw)
 	}
@@ -275,7 +274,7 @@ func (d *decoder) decode(ver protoVersion, raw []byte) (*tsdb.Batch, error) {
 }
 
 // addMetadataV2 adds the metadata of a series (keyed by its __name__) to b once per request.
-func (d *decoder) addMetadataV2(b *tsdb.Batch, ls v2Labels, m *writev2.Metadata) {
+func (d *decoder) addMetadataV2(b *head.Batch, ls v2Labels, m *writev2.Metadata) {
 	if m.Type == writev2.Metadata_METRIC_TYPE_UNSPECIFIED && m.HelpRef == 0 && m.UnitRef == 0 {
 		return
 	}
@@ -293,7 +292,7 @@ func (d *decoder) addMetadataV2(b *tsdb.Batch, ls v2Labels, m *writev2.Metadata)
 		return
 	}
 	d.seen[name] = struct{}{}
-	b.Metadata = append(b.Metadata, tsdb.Metadata{
+	b.Metadata = append(b.Metadata, head.Metadata{
 		Metric: name,
 		Type:   metricTypeV2(m.Type),
 		Help:   strings.ToValidUTF8(ls.syms[m.HelpRef], "\uFFFD"),

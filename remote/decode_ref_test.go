@@ -9,8 +9,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/prompb"
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
-
-	"github.com/tandem-tsdb/tandem/tsdb"
+	"github.com/tandem-tsdb/tandem/tsdb/head"
 )
 
 // The reference decoders: built on the generated Unmarshal, they apply the
@@ -29,7 +28,7 @@ func refLimits(d *decoder, entries, counted int) error {
 }
 
 // decodeV1Gogo is the reference decoder for 1.0.
-func (d *decoder) decodeV1Gogo(data []byte) (*tsdb.Batch, error) {
+func (d *decoder) decodeV1Gogo(data []byte) (*head.Batch, error) {
 	d.stats = decodeStats{}
 	req := &prompb.WriteRequest{}
 	if err := req.Unmarshal(data); err != nil {
@@ -50,7 +49,7 @@ func (d *decoder) decodeV1Gogo(data []byte) (*tsdb.Batch, error) {
 	}
 	d.resetBatch()
 	b := &d.batch
-	arena := make([]tsdb.Sample, total)
+	arena := make([]head.Sample, total)
 	for i := range req.Timeseries {
 		ts := &req.Timeseries[i]
 		d.stats.samples += len(ts.Samples)
@@ -66,7 +65,7 @@ func (d *decoder) decodeV1Gogo(data []byte) (*tsdb.Batch, error) {
 				d.stats.exemplarSeries = formatSeries(v1Labels(ts.Labels))
 			}
 		}
-		var exs []tsdb.Exemplar
+		var exs []head.Exemplar
 		for k := range ts.Exemplars {
 			if e := &ts.Exemplars[k]; len(e.Labels) <= d.limits.MaxLabelsPerSeries {
 				exs = append(exs, exemplarV1(e))
@@ -76,7 +75,7 @@ func (d *decoder) decodeV1Gogo(data []byte) (*tsdb.Batch, error) {
 			continue
 		}
 		if err := checkLabels(&d.limits, v1Labels(ts.Labels)); err != nil {
-			d.stats.invalid.Reject(tsdb.ErrInvalidLabels, len(ts.Samples), err.Error())
+			d.stats.invalid.Reject(head.ErrInvalidLabels, len(ts.Samples), err.Error())
 			continue
 		}
 		d.sb.Reset()
@@ -87,15 +86,15 @@ func (d *decoder) decodeV1Gogo(data []byte) (*tsdb.Batch, error) {
 		ss := arena[:n:n]
 		arena = arena[n:]
 		for j, s := range ts.Samples {
-			ss[j] = tsdb.Sample{T: s.Timestamp, V: s.Value}
+			ss[j] = head.Sample{T: s.Timestamp, V: s.Value}
 		}
-		b.Series = append(b.Series, tsdb.BatchSeries{Labels: d.sb.Labels(), Samples: ss, Exemplars: exs})
+		b.Series = append(b.Series, head.BatchSeries{Labels: d.sb.Labels(), Samples: ss, Exemplars: exs})
 	}
 	for _, m := range req.Metadata {
 		if m.MetricFamilyName == "" || !utf8.ValidString(m.MetricFamilyName) {
 			continue
 		}
-		b.Metadata = append(b.Metadata, tsdb.Metadata{
+		b.Metadata = append(b.Metadata, head.Metadata{
 			Metric: m.MetricFamilyName,
 			Type:   metricTypeV1(m.Type),
 			Help:   strings.ToValidUTF8(m.Help, "\uFFFD"),
@@ -106,17 +105,17 @@ func (d *decoder) decodeV1Gogo(data []byte) (*tsdb.Batch, error) {
 }
 
 // exemplarV1 converts a 1.0 exemplar (labels sorted, copied).
-func exemplarV1(e *prompb.Exemplar) tsdb.Exemplar {
+func exemplarV1(e *prompb.Exemplar) head.Exemplar {
 	sb := labels.NewScratchBuilder(len(e.Labels))
 	for _, l := range e.Labels {
 		sb.Add(l.Name, l.Value)
 	}
 	sb.Sort()
-	return tsdb.Exemplar{Labels: sb.Labels(), T: e.Timestamp, V: e.Value}
+	return head.Exemplar{Labels: sb.Labels(), T: e.Timestamp, V: e.Value}
 }
 
 // decodeV2Gogo is the reference decoder for 2.0.
-func (d *decoder) decodeV2Gogo(data []byte) (*tsdb.Batch, error) {
+func (d *decoder) decodeV2Gogo(data []byte) (*head.Batch, error) {
 	d.stats = decodeStats{}
 	clear(d.seen)
 	req := &writev2.Request{}
@@ -158,7 +157,7 @@ func (d *decoder) decodeV2Gogo(data []byte) (*tsdb.Batch, error) {
 	for i, s := range syms {
 		utf8ok[i] = utf8.ValidString(s)
 	}
-	arena := make([]tsdb.Sample, total)
+	arena := make([]head.Sample, total)
 	for i := range req.Timeseries {
 		ts := &req.Timeseries[i]
 		ls := v2Labels{refs: ts.LabelsRefs, syms: syms, utf8ok: utf8ok}
@@ -176,11 +175,11 @@ func (d *decoder) decodeV2Gogo(data []byte) (*tsdb.Batch, error) {
 			}
 		}
 		if err := checkLabels(&d.limits, ls); err != nil {
-			d.stats.invalid.Reject(tsdb.ErrInvalidLabels, len(ts.Samples), err.Error())
+			d.stats.invalid.Reject(head.ErrInvalidLabels, len(ts.Samples), err.Error())
 			continue
 		}
 		d.addMetadataV2(b, ls, &ts.Metadata)
-		var exs []tsdb.Exemplar
+		var exs []head.Exemplar
 		for k := range ts.Exemplars {
 			e := &ts.Exemplars[k]
 			if len(e.LabelsRefs)/2 > d.limits.MaxLabelsPerSeries {
@@ -191,7 +190,7 @@ func (d *decoder) decodeV2Gogo(data []byte) (*tsdb.Batch, error) {
 				esb.Add(syms[e.LabelsRefs[j]], syms[e.LabelsRefs[j+1]])
 			}
 			esb.Sort()
-			exs = append(exs, tsdb.Exemplar{Labels: esb.Labels(), T: e.Timestamp, V: e.Value})
+			exs = append(exs, head.Exemplar{Labels: esb.Labels(), T: e.Timestamp, V: e.Value})
 		}
 		if len(ts.Samples) == 0 && len(exs) == 0 {
 			continue
@@ -200,13 +199,13 @@ func (d *decoder) decodeV2Gogo(data []byte) (*tsdb.Batch, error) {
 		ss := arena[:n:n]
 		arena = arena[n:]
 		for j, s := range ts.Samples {
-			ss[j] = tsdb.Sample{T: s.Timestamp, V: s.Value}
+			ss[j] = head.Sample{T: s.Timestamp, V: s.Value}
 		}
 		d.sb.Reset()
 		for j := 0; j < len(ts.LabelsRefs); j += 2 {
 			d.sb.Add(syms[ts.LabelsRefs[j]], syms[ts.LabelsRefs[j+1]])
 		}
-		b.Series = append(b.Series, tsdb.BatchSeries{Labels: d.sb.Labels(), Samples: ss, Exemplars: exs})
+		b.Series = append(b.Series, head.BatchSeries{Labels: d.sb.Labels(), Samples: ss, Exemplars: exs})
 	}
 	return b, nil
 }

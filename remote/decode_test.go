@@ -15,12 +15,11 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/prompb"
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
-
-	"github.com/tandem-tsdb/tandem/tsdb"
+	"github.com/tandem-tsdb/tandem/tsdb/head"
 )
 
 // checkBatch verifies invariants every decoded batch must satisfy.
-func checkBatch(t *testing.T, d *decoder, b *tsdb.Batch) {
+func checkBatch(t *testing.T, d *decoder, b *head.Batch) {
 	t.Helper()
 	n := 0
 	for _, s := range b.Series {
@@ -45,7 +44,7 @@ func checkBatch(t *testing.T, d *decoder, b *tsdb.Batch) {
 }
 
 // sameBatch reports whether two batches are equal (NaN-safe).
-func sameBatch(a, b *tsdb.Batch) bool {
+func sameBatch(a, b *head.Batch) bool {
 	if len(a.Series) != len(b.Series) || len(a.Metadata) != len(b.Metadata) {
 		return false
 	}
@@ -78,7 +77,7 @@ func sameBatch(a, b *tsdb.Batch) bool {
 }
 
 // fuzzDecode decodes data twice through one decoder (exercising reuse) and checks the results agree.
-func fuzzDecode(t *testing.T, data []byte, decode func(d *decoder, data []byte) (*tsdb.Batch, error)) {
+func fuzzDecode(t *testing.T, data []byte, decode func(d *decoder, data []byte) (*head.Batch, error)) {
 	d := newDecoder(Limits{MaxLabelsPerSeries: 8, MaxLabelNameLength: 64, MaxLabelValueLength: 64})
 	b1, err1 := decode(d, data)
 	if err1 != nil {
@@ -182,7 +181,7 @@ func FuzzDecodeV2(f *testing.F) {
 
 const benchSamples = 2000
 
-func benchmarkDecode(b *testing.B, raw []byte, decode func(d *decoder, data []byte) (*tsdb.Batch, error)) {
+func benchmarkDecode(b *testing.B, raw []byte, decode func(d *decoder, data []byte) (*head.Batch, error)) {
 	body := snappy.Encode(nil, raw)
 	d := newDecoder(Limits{})
 	b.SetBytes(int64(len(body)))
@@ -245,12 +244,12 @@ func BenchmarkWriteHandler(b *testing.B) {
 
 type nopAppender struct{}
 
-func (nopAppender) AppendBatch(_ context.Context, b *tsdb.Batch) (tsdb.AppendResult, error) {
+func (nopAppender) AppendBatch(_ context.Context, b *head.Batch) (head.AppendResult, error) {
 	n := 0
 	for _, s := range b.Series {
 		n += len(s.Samples)
 	}
-	return tsdb.AppendResult{SamplesWritten: n}, nil
+	return head.AppendResult{SamplesWritten: n}, nil
 }
 
 // compareWithGogo checks that the hand-written 1.0 decoder agrees with the
@@ -262,7 +261,7 @@ func compareWithGogo(t *testing.T, data []byte) {
 
 // compareDecoders checks that a hand-written decoder agrees with its
 // reference on acceptance, batch content and counts.
-func compareDecoders(t *testing.T, data []byte, hand, ref func(*decoder, []byte) (*tsdb.Batch, error)) {
+func compareDecoders(t *testing.T, data []byte, hand, ref func(*decoder, []byte) (*head.Batch, error)) {
 	t.Helper()
 	lim := Limits{MaxLabelsPerSeries: 8, MaxLabelNameLength: 64, MaxLabelValueLength: 64, MaxSeriesPerRequest: 50, MaxSamplesPerRequest: 100, MaxSymbolsPerRequest: 100}
 	fast, slow := newDecoder(lim), newDecoder(lim)

@@ -12,8 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/prometheus/prometheus/prompb"
-
-	"github.com/tandem-tsdb/tandem/tsdb"
+	"github.com/tandem-tsdb/tandem/tsdb/head"
 )
 
 // This file holds a hand-written decoder for remote-write 1.0
@@ -146,7 +145,7 @@ func str(b []byte) string {
 // decodeV1 converts a serialized prometheus.WriteRequest into a batch.
 // Series with invalid labels are left out and counted in d.stats.invalid; native
 // histograms and exemplars are counted and left out. A returned error fails the whole request.
-func (d *decoder) decodeV1(data []byte) (*tsdb.Batch, error) {
+func (d *decoder) decodeV1(data []byte) (*head.Batch, error) {
 	d.stats = decodeStats{}
 	b, err := d.walkV1(data)
 	if err != nil {
@@ -158,7 +157,7 @@ func (d *decoder) decodeV1(data []byte) (*tsdb.Batch, error) {
 	return b, nil
 }
 
-func (d *decoder) walkV1(data []byte) (*tsdb.Batch, error) {
+func (d *decoder) walkV1(data []byte) (*head.Batch, error) {
 	// One pass: samples are appended to the decoder's reused arena. A series'
 	// samples are sliced once it is read, so a growing arena never moves them
 	// afterwards (earlier series keep pointing into the old array, unchanged).
@@ -166,7 +165,7 @@ func (d *decoder) walkV1(data []byte) (*tsdb.Batch, error) {
 	b := &d.batch
 	d.resetArena(len(data))
 	nSeries, nMeta, unknown := 0, 0, 0
-	var prev tsdb.SeriesRef // the series resolved last
+	var prev head.SeriesRef // the series resolved last
 	maxSeries := d.limits.MaxSeriesPerRequest
 	r := pbReader{b: data}
 	for !r.done() {
@@ -232,7 +231,7 @@ func (d *decoder) walkV1(data []byte) (*tsdb.Batch, error) {
 		// time, as most do) no hash either.
 		tooMany := d.curLabels > d.limits.MaxLabelsPerSeries
 		if d.resolver != nil && tooMany {
-			prev = tsdb.SeriesRef{}
+			prev = head.SeriesRef{}
 		}
 		if d.resolver != nil && !tooMany {
 			ref, ok := d.resolver.ResolveNext(prev, d.match)
@@ -244,7 +243,7 @@ func (d *decoder) walkV1(data []byte) (*tsdb.Batch, error) {
 			}
 			prev = ref
 			if ok {
-				b.Series = append(b.Series, tsdb.BatchSeries{Ref: ref, Samples: samples, Exemplars: exemplars})
+				b.Series = append(b.Series, head.BatchSeries{Ref: ref, Samples: samples, Exemplars: exemplars})
 				continue
 			}
 		}
@@ -252,14 +251,14 @@ func (d *decoder) walkV1(data []byte) (*tsdb.Batch, error) {
 			return nil, err
 		}
 		if err := d.checkLabelsV1(); err != nil {
-			d.stats.invalid.Reject(tsdb.ErrInvalidLabels, n, err.Error())
+			d.stats.invalid.Reject(head.ErrInvalidLabels, n, err.Error())
 			continue
 		}
 		d.sb.Reset()
 		for _, l := range d.lbuf {
 			d.sb.Add(l.Name, l.Value)
 		}
-		b.Series = append(b.Series, tsdb.BatchSeries{Labels: d.sb.Labels(), Samples: samples, Exemplars: exemplars})
+		b.Series = append(b.Series, head.BatchSeries{Labels: d.sb.Labels(), Samples: samples, Exemplars: exemplars})
 	}
 	if nSeries == 0 && nMeta == 0 && unknown > 0 {
 		return nil, reqErrorf(http.StatusBadRequest, "1.0 prometheus.WriteRequest holds only unknown fields: "+
@@ -420,7 +419,7 @@ func (d *decoder) checkLabelsV1() error {
 
 // parseExemplarV1 reads a 1.0 Exemplar as the generated code would; ok is
 // false when it has more labels than MaxLabelsPerSeries: it is not written.
-func (d *decoder) parseExemplarV1(b []byte) (e tsdb.Exemplar, ok bool, err error) {
+func (d *decoder) parseExemplarV1(b []byte) (e head.Exemplar, ok bool, err error) {
 	d.exlbuf = d.exlbuf[:0]
 	n, max := 0, d.limits.MaxLabelsPerSeries
 	r := pbReader{b: b}
@@ -516,14 +515,14 @@ func parseLabel(b []byte) (prompb.Label, error) {
 
 // parseSample reads a Sample; startTS: field 3 is the 2.0 start_timestamp
 // (an int64, ignored), unknown to 1.0.
-func parseSample(b []byte, startTS bool) (tsdb.Sample, error) {
+func parseSample(b []byte, startTS bool) (head.Sample, error) {
 	// The shape every sender writes: value (field 1), then timestamp (field 2).
 	if len(b) >= 11 && b[0] == 1<<3|wireFixed64 && b[9] == 2<<3|wireVarint {
 		if t, k := binary.Uvarint(b[10:]); k > 0 && 10+k == len(b) {
-			return tsdb.Sample{T: int64(t), V: math.Float64frombits(binary.LittleEndian.Uint64(b[1:9]))}, nil
+			return head.Sample{T: int64(t), V: math.Float64frombits(binary.LittleEndian.Uint64(b[1:9]))}, nil
 		}
 	}
-	var s tsdb.Sample
+	var s head.Sample
 	r := pbReader{b: b}
 	for !r.done() {
 		field, wire, err := r.key()
@@ -558,8 +557,8 @@ func parseSample(b []byte, startTS bool) (tsdb.Sample, error) {
 	return s, nil
 }
 
-func parseMetadataV1(b []byte) (tsdb.Metadata, error) {
-	var m tsdb.Metadata
+func parseMetadataV1(b []byte) (head.Metadata, error) {
+	var m head.Metadata
 	var typ prompb.MetricMetadata_MetricType
 	r := pbReader{b: b}
 	for !r.done() {

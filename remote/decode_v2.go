@@ -7,8 +7,7 @@ import (
 	"unicode/utf8"
 
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
-
-	"github.com/tandem-tsdb/tandem/tsdb"
+	"github.com/tandem-tsdb/tandem/tsdb/head"
 )
 
 // This file holds a hand-written decoder for remote-write 2.0
@@ -99,7 +98,7 @@ func (r *pbReader) readRefs(wire int, buf []uint32, start, keep int, st *refStat
 // fail the whole request; series with invalid labels are left out and counted in
 // d.stats.invalid; native histograms are counted and left out, and so are
 // exemplars with more labels than MaxLabelsPerSeries.
-func (d *decoder) decodeV2(data []byte) (*tsdb.Batch, error) {
+func (d *decoder) decodeV2(data []byte) (*head.Batch, error) {
 	d.stats = decodeStats{}
 	clear(d.seen)
 	b, err := d.walkV2(data)
@@ -112,7 +111,7 @@ func (d *decoder) decodeV2(data []byte) (*tsdb.Batch, error) {
 	return b, nil
 }
 
-func (d *decoder) walkV2(data []byte) (*tsdb.Batch, error) {
+func (d *decoder) walkV2(data []byte) (*head.Batch, error) {
 	// First pass: count the symbols and the series, refusing more than the
 	// limits before anything is allocated for them.
 	nSyms, nSeries, unknown := 0, 0, false
@@ -185,7 +184,7 @@ func (d *decoder) walkV2(data []byte) (*tsdb.Batch, error) {
 	// Third pass: the series, one at a time. A series' samples are sliced
 	// once it is read, so a growing arena never moves them afterwards.
 	d.resetArena(len(data))
-	var prev tsdb.SeriesRef // the series resolved last
+	var prev head.SeriesRef // the series resolved last
 	r = pbReader{b: data}
 	for i := 0; !r.done(); {
 		field, wire, err := r.key()
@@ -384,7 +383,7 @@ func (d *decoder) checkRefsV2(i, nsyms int) error {
 
 // addSeriesV2 adds the series d.cur, whose samples are ss, to b; it returns
 // the series resolved, for the next one.
-func (d *decoder) addSeriesV2(b *tsdb.Batch, ss []tsdb.Sample, prev tsdb.SeriesRef) (tsdb.SeriesRef, error) {
+func (d *decoder) addSeriesV2(b *head.Batch, ss []head.Sample, prev head.SeriesRef) (head.SeriesRef, error) {
 	cur, syms := &d.cur, d.syms
 	ls := v2Labels{refs: d.refs, syms: syms, utf8ok: d.utf8ok}
 	nLabels := cur.refs.n / 2
@@ -404,7 +403,7 @@ func (d *decoder) addSeriesV2(b *tsdb.Batch, ss []tsdb.Sample, prev tsdb.SeriesR
 	}
 	// A series the storage already knows: no validation, no labels to build.
 	var (
-		ref   tsdb.SeriesRef
+		ref   head.SeriesRef
 		known bool
 	)
 	if d.resolver != nil && (cur.samples > 0 || len(d.v2ex) > 0) {
@@ -424,7 +423,7 @@ func (d *decoder) addSeriesV2(b *tsdb.Batch, ss []tsdb.Sample, prev tsdb.SeriesR
 			err = checkLabels(&d.limits, ls)
 		}
 		if err != nil {
-			d.stats.invalid.Reject(tsdb.ErrInvalidLabels, cur.samples, err.Error())
+			d.stats.invalid.Reject(head.ErrInvalidLabels, cur.samples, err.Error())
 			return prev, nil
 		}
 	}
@@ -432,7 +431,7 @@ func (d *decoder) addSeriesV2(b *tsdb.Batch, ss []tsdb.Sample, prev tsdb.SeriesR
 	if len(ss) == 0 && len(d.v2ex) == 0 {
 		return prev, nil
 	}
-	var exs []tsdb.Exemplar
+	var exs []head.Exemplar
 	for k := range d.v2ex {
 		e := &d.v2ex[k]
 		if e.refs.n/2 > d.limits.MaxLabelsPerSeries {
@@ -444,20 +443,20 @@ func (d *decoder) addSeriesV2(b *tsdb.Batch, ss []tsdb.Sample, prev tsdb.SeriesR
 			d.esb.Add(syms[refs[j]], syms[refs[j+1]])
 		}
 		d.esb.Sort()
-		exs = append(exs, tsdb.Exemplar{Labels: d.esb.Labels(), T: e.t, V: e.v})
+		exs = append(exs, head.Exemplar{Labels: d.esb.Labels(), T: e.t, V: e.v})
 	}
 	if len(ss) == 0 && len(exs) == 0 {
 		return prev, nil
 	}
 	if known {
-		b.Series = append(b.Series, tsdb.BatchSeries{Ref: ref, Samples: ss, Exemplars: exs})
+		b.Series = append(b.Series, head.BatchSeries{Ref: ref, Samples: ss, Exemplars: exs})
 		return prev, nil
 	}
 	d.sb.Reset()
 	for j := 0; j < len(d.refs); j += 2 {
 		d.sb.Add(syms[d.refs[j]], syms[d.refs[j+1]])
 	}
-	b.Series = append(b.Series, tsdb.BatchSeries{Labels: d.sb.Labels(), Samples: ss, Exemplars: exs})
+	b.Series = append(b.Series, head.BatchSeries{Labels: d.sb.Labels(), Samples: ss, Exemplars: exs})
 	return prev, nil
 }
 

@@ -22,7 +22,7 @@ import (
 	"github.com/prometheus/prometheus/prompb"
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 
-	"github.com/tandem-tsdb/tandem/tsdb"
+	"github.com/tandem-tsdb/tandem/tsdb/head"
 	"github.com/tandem-tsdb/tandem/workload"
 )
 
@@ -34,9 +34,9 @@ const (
 // recordingAppender keeps every batch it receives. reject decides per sample whether it is refused.
 type recordingAppender struct {
 	mu      sync.Mutex
-	batches []tsdb.Batch
+	batches []head.Batch
 	err     error
-	reject  func(ls labels.Labels, s tsdb.Sample) error
+	reject  func(ls labels.Labels, s head.Sample) error
 }
 
 // exemplars returns how many exemplars were written.
@@ -52,16 +52,16 @@ func (a *recordingAppender) exemplars() int {
 	return n
 }
 
-func (a *recordingAppender) AppendBatch(_ context.Context, b *tsdb.Batch) (tsdb.AppendResult, error) {
+func (a *recordingAppender) AppendBatch(_ context.Context, b *head.Batch) (head.AppendResult, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.err != nil {
-		return tsdb.AppendResult{}, a.err
+		return head.AppendResult{}, a.err
 	}
-	var res tsdb.AppendResult
-	kept := tsdb.Batch{Metadata: append([]tsdb.Metadata(nil), b.Metadata...)}
+	var res head.AppendResult
+	kept := head.Batch{Metadata: append([]head.Metadata(nil), b.Metadata...)}
 	for _, s := range b.Series {
-		var ss []tsdb.Sample
+		var ss []head.Sample
 		for _, smp := range s.Samples {
 			if a.reject != nil {
 				if err := a.reject(s.Labels, smp); err != nil {
@@ -74,7 +74,7 @@ func (a *recordingAppender) AppendBatch(_ context.Context, b *tsdb.Batch) (tsdb.
 		res.SamplesWritten += len(ss)
 		res.ExemplarsWritten += len(s.Exemplars)
 		if len(ss) > 0 || len(s.Exemplars) > 0 {
-			kept.Series = append(kept.Series, tsdb.BatchSeries{Labels: s.Labels, Samples: ss, Exemplars: s.Exemplars})
+			kept.Series = append(kept.Series, head.BatchSeries{Labels: s.Labels, Samples: ss, Exemplars: s.Exemplars})
 		}
 	}
 	a.batches = append(a.batches, kept)
@@ -82,10 +82,10 @@ func (a *recordingAppender) AppendBatch(_ context.Context, b *tsdb.Batch) (tsdb.
 }
 
 // series returns every written series (label string → samples).
-func (a *recordingAppender) series() map[string][]tsdb.Sample {
+func (a *recordingAppender) series() map[string][]head.Sample {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	out := map[string][]tsdb.Sample{}
+	out := map[string][]head.Sample{}
 	for _, b := range a.batches {
 		for _, s := range b.Series {
 			out[s.Labels.String()] = append(out[s.Labels.String()], s.Samples...)
@@ -95,10 +95,10 @@ func (a *recordingAppender) series() map[string][]tsdb.Sample {
 }
 
 // metadata returns every written metadata entry by metric name.
-func (a *recordingAppender) metadata() map[string]tsdb.Metadata {
+func (a *recordingAppender) metadata() map[string]head.Metadata {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	out := map[string]tsdb.Metadata{}
+	out := map[string]head.Metadata{}
 	for _, b := range a.batches {
 		for _, m := range b.Metadata {
 			out[m.Metric] = m

@@ -3,8 +3,9 @@
 package remote
 
 import (
-	"github.com/cespare/xxhash/v2"
 	"unsafe"
+
+	"github.com/cespare/xxhash/v2"
 
 	"github.com/prometheus/prometheus/model/labels"
 )

@@ -18,8 +18,7 @@ import (
 	"github.com/golang/snappy"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/prometheus/model/labels"
-
-	"github.com/tandem-tsdb/tandem/tsdb"
+	"github.com/tandem-tsdb/tandem/tsdb/head"
 )
 
 // blockingAppender holds every AppendBatch until release is closed,
@@ -34,12 +33,12 @@ func newBlockingAppender() *blockingAppender {
 	return &blockingAppender{entered: make(chan struct{}, 100), release: make(chan struct{})}
 }
 
-func (a *blockingAppender) AppendBatch(ctx context.Context, b *tsdb.Batch) (tsdb.AppendResult, error) {
+func (a *blockingAppender) AppendBatch(ctx context.Context, b *head.Batch) (head.AppendResult, error) {
 	a.entered <- struct{}{}
 	select {
 	case <-a.release:
 	case <-time.After(20 * time.Second):
-		return tsdb.AppendResult{}, errors.New("test appender never released")
+		return head.AppendResult{}, errors.New("test appender never released")
 	}
 	return a.recordingAppender.AppendBatch(ctx, b)
 }
@@ -186,22 +185,22 @@ type panickingAppender struct {
 	inAppend, inDecode atomic.Bool
 }
 
-func (a *panickingAppender) AppendBatch(ctx context.Context, b *tsdb.Batch) (tsdb.AppendResult, error) {
+func (a *panickingAppender) AppendBatch(ctx context.Context, b *head.Batch) (head.AppendResult, error) {
 	if a.inAppend.Load() {
 		panic("appender bug")
 	}
 	return a.recordingAppender.AppendBatch(ctx, b)
 }
 
-func (a *panickingAppender) ResolveNext(tsdb.SeriesRef, func(labels.Labels) bool) (tsdb.SeriesRef, bool) {
+func (a *panickingAppender) ResolveNext(head.SeriesRef, func(labels.Labels) bool) (head.SeriesRef, bool) {
 	if a.inDecode.Load() {
 		panic("resolver bug")
 	}
-	return tsdb.SeriesRef{}, false
+	return head.SeriesRef{}, false
 }
 
-func (a *panickingAppender) ResolveHash(tsdb.SeriesRef, uint64, func(labels.Labels) bool) (tsdb.SeriesRef, bool) {
-	return tsdb.SeriesRef{}, false
+func (a *panickingAppender) ResolveHash(head.SeriesRef, uint64, func(labels.Labels) bool) (head.SeriesRef, bool) {
+	return head.SeriesRef{}, false
 }
 
 // syncBuffer is a log sink safe for concurrent use.
@@ -269,11 +268,11 @@ func TestWritePanic(t *testing.T) {
 	}
 }
 
-// TestWriteStorageUnavailable: an error wrapping tsdb.ErrUnavailable (the
+// TestWriteStorageUnavailable: an error wrapping head.ErrUnavailable (the
 // WAL cannot be written; nothing was acknowledged) is answered 503 with
 // Retry-After; other storage errors stay 500.
 func TestWriteStorageUnavailable(t *testing.T) {
-	app := &recordingAppender{err: fmt.Errorf("append: %w: %w", tsdb.ErrUnavailable, errors.New("no space left on device"))}
+	app := &recordingAppender{err: fmt.Errorf("append: %w: %w", head.ErrUnavailable, errors.New("no space left on device"))}
 	srv := testServer(t, app, Limits{}, nil)
 	r := postV2(t, srv.URL, nodeRequestV2(t, 5, 1))
 	expectStatus(t, r, http.StatusServiceUnavailable)

@@ -1,5 +1,5 @@
 // Package remote receives Prometheus remote-write requests (protocol 1.0 and 2.0)
-// and hands them to the storage as tsdb.Batch values.
+// and hands them to the storage as head.Batch values.
 //
 // The HTTP status codes follow the remote-write specifications: 2xx only when
 // everything in the request was written, 4xx for requests that can never succeed
@@ -14,8 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/prometheus/model/labels"
-
-	"github.com/tandem-tsdb/tandem/tsdb"
+	"github.com/tandem-tsdb/tandem/tsdb/head"
 )
 
 // Appender is the storage a write handler feeds.
@@ -25,21 +24,21 @@ type Appender interface {
 	// Re-sending a batch is idempotent (identical samples are accepted silently).
 	// The handler reuses b's memory for its next request once AppendBatch returns:
 	// the Appender copies what it keeps.
-	AppendBatch(ctx context.Context, b *tsdb.Batch) (tsdb.AppendResult, error)
+	AppendBatch(ctx context.Context, b *head.Batch) (head.AppendResult, error)
 }
 
 // SeriesResolver is optionally implemented by an Appender: it finds a series
 // it already stores from the labels as the decoder saw them, so that known
-// series skip label validation and construction (tsdb.Head does).
+// series skip label validation and construction (head.Head does).
 type SeriesResolver interface {
 	// ResolveNext returns the series that followed prev (the series
 	// resolved just before in the same request) last time, if match accepts
 	// its labels: senders repeat their order, so most series are found so.
-	ResolveNext(prev tsdb.SeriesRef, match func(labels.Labels) bool) (tsdb.SeriesRef, bool)
+	ResolveNext(prev head.SeriesRef, match func(labels.Labels) bool) (head.SeriesRef, bool)
 	// ResolveHash returns the reference of a series whose labels hash
 	// (labels.Labels.Hash) is hash if match accepts its labels, and
 	// remembers it as prev's successor.
-	ResolveHash(prev tsdb.SeriesRef, hash uint64, match func(labels.Labels) bool) (tsdb.SeriesRef, bool)
+	ResolveHash(prev head.SeriesRef, hash uint64, match func(labels.Labels) bool) (head.SeriesRef, bool)
 }
 
 // Limits bounds what one write request may contain and how many are handled

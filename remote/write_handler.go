@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tandem-tsdb/tandem/tsdb"
+	"github.com/tandem-tsdb/tandem/tsdb/head"
 )
 
 // Header names and values of the remote-write protocol.
@@ -317,10 +317,10 @@ func (h *writeHandler) process(d *decoder, r *http.Request, resp response) respo
 		}
 	}
 
-	var res tsdb.AppendResult
+	var res head.AppendResult
 	if len(batch.Series) > 0 || len(batch.Metadata) > 0 {
 		res, err = h.app.AppendBatch(r.Context(), batch)
-		if errors.Is(err, tsdb.ErrSeriesGone) {
+		if errors.Is(err, head.ErrSeriesGone) {
 			// A series resolved from the decoder's cache left the head
 			// meanwhile (GC of an idle target): nothing was stored; decode
 			// again, now by labels, and store once more.
@@ -331,7 +331,7 @@ func (h *writeHandler) process(d *decoder, r *http.Request, resp response) respo
 		}
 		if err != nil {
 			resp.samples = res.SamplesWritten
-			if errors.Is(err, tsdb.ErrUnavailable) {
+			if errors.Is(err, head.ErrUnavailable) {
 				resp.retryAfter = retryAfterUnavailable
 				return resp.fail(http.StatusServiceUnavailable, fmt.Sprintf("storage unavailable, nothing of the request was acknowledged, retry later: %v", err))
 			}
@@ -351,7 +351,7 @@ func (h *writeHandler) process(d *decoder, r *http.Request, resp response) respo
 		res.Reject(reason, n, st.invalid.Examples[reason])
 	}
 	for reason, n := range res.Rejected {
-		h.metrics.samplesRejected.WithLabelValues(tsdb.ReasonLabel(reason)).Add(float64(n))
+		h.metrics.samplesRejected.WithLabelValues(head.ReasonLabel(reason)).Add(float64(n))
 	}
 
 	unwritten := res.RejectedTotal() > 0 || ver == protoV2 && (st.histograms > 0 || exemplarsLost > 0)

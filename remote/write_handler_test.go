@@ -18,8 +18,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/prompb"
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
-
-	"github.com/tandem-tsdb/tandem/tsdb"
+	"github.com/tandem-tsdb/tandem/tsdb/head"
 )
 
 func TestWriteV1Success(t *testing.T) {
@@ -45,7 +44,7 @@ func TestWriteV1Success(t *testing.T) {
 
 	got := app.series()
 	up := got[`{__name__="up", instance="a:9100", job="node"}`]
-	if len(up) != 2 || up[0] != (tsdb.Sample{T: 1000, V: 1}) || up[1] != (tsdb.Sample{T: 2000, V: 0}) {
+	if len(up) != 2 || up[0] != (head.Sample{T: 1000, V: 1}) || up[1] != (head.Sample{T: 2000, V: 0}) {
 		t.Errorf("up samples = %v", up)
 	}
 	stale := got[`{__name__="stale", job="node"}`]
@@ -55,7 +54,7 @@ func TestWriteV1Success(t *testing.T) {
 	if len(got) != 2 {
 		t.Errorf("got %d series, want 2 (series without samples ignored): %v", len(got), got)
 	}
-	if m := app.metadata()["up"]; m != (tsdb.Metadata{Metric: "up", Type: "gauge", Help: "Target up."}) {
+	if m := app.metadata()["up"]; m != (head.Metadata{Metric: "up", Type: "gauge", Help: "Target up."}) {
 		t.Errorf("metadata = %+v", m)
 	}
 }
@@ -79,11 +78,11 @@ func TestWriteV2Success(t *testing.T) {
 	expectWritten(t, r, "4", "0", "0")
 
 	got := app.series()
-	if s := got[`{__name__="http_requests_total", code="200", job="api"}`]; len(s) != 2 || s[1] != (tsdb.Sample{T: 2000, V: 7}) {
+	if s := got[`{__name__="http_requests_total", code="200", job="api"}`]; len(s) != 2 || s[1] != (head.Sample{T: 2000, V: 7}) {
 		t.Errorf("counter samples = %v", s)
 	}
 	md := app.metadata()
-	if m := md["http_requests_total"]; m != (tsdb.Metadata{Metric: "http_requests_total", Type: "counter", Help: "Requests.", Unit: "requests"}) {
+	if m := md["http_requests_total"]; m != (head.Metadata{Metric: "http_requests_total", Type: "counter", Help: "Requests.", Unit: "requests"}) {
 		t.Errorf("counter metadata = %+v", m)
 	}
 	if m := md["temp"]; m.Type != "gaugehistogram" {
@@ -594,9 +593,9 @@ func TestWriteAppenderError(t *testing.T) {
 
 func TestWriteAppenderRejection(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	app := &recordingAppender{reject: func(ls labels.Labels, s tsdb.Sample) error {
+	app := &recordingAppender{reject: func(ls labels.Labels, s head.Sample) error {
 		if s.T < 100 {
-			return tsdb.ErrOutOfOrderSample
+			return head.ErrOutOfOrderSample
 		}
 		return nil
 	}}

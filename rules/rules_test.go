@@ -20,13 +20,14 @@ import (
 	"github.com/prometheus/prometheus/storage"
 
 	"github.com/tandem-tsdb/tandem/tsdb"
+	"github.com/tandem-tsdb/tandem/tsdb/head"
 )
 
 var _ Storage = (*tsdb.DB)(nil)
 
 func openDB(t *testing.T) *tsdb.DB {
 	t.Helper()
-	db, err := tsdb.OpenDB(t.TempDir(), tsdb.DBOptions{Head: tsdb.DefaultOptions()})
+	db, err := tsdb.OpenDB(t.TempDir(), tsdb.DBOptions{Head: head.DefaultOptions()})
 	if err != nil {
 		t.Fatal(err)
 	}

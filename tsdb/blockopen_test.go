@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tandem-tsdb/tandem/tsdb/block"
+	"github.com/tandem-tsdb/tandem/tsdb/head"
 )
 
 // dbWithBlocks writes 4 h of one series into a fresh DB in a directory that
@@ -32,7 +33,7 @@ func dbWithBlocks(t *testing.T) (string, []block.Meta, model) {
 	db := openDB(t, dir, func(o *DBOptions) { o.Head.BlockRange = time.Hour })
 	l := series("r", "job", "j", "instance", "i")
 	for s := range 4 * 240 {
-		if _, err := db.AppendBatch(context.Background(), &Batch{Series: []BatchSeries{{Labels: l, Samples: []Sample{{T: int64(s) * 15000, V: float64(s)}}}}}); err != nil {
+		if _, err := db.AppendBatch(context.Background(), &head.Batch{Series: []head.BatchSeries{{Labels: l, Samples: []head.Sample{{T: int64(s) * 15000, V: float64(s)}}}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -113,7 +114,7 @@ func TestOpenBlocksPermissionDenied(t *testing.T) {
 	}
 	var openErr error
 	asNobody(t, func() {
-		opts := DBOptions{Head: DefaultOptions()}
+		opts := DBOptions{Head: head.DefaultOptions()}
 		opts.Head.BlockRange = time.Hour
 		opts.Head.Now = func() int64 { return 1 << 50 }
 		db, err := OpenDB(dir, opts)
@@ -176,7 +177,7 @@ func TestOpenBlocksDamage(t *testing.T) {
 			dir, bs, _ := dbWithBlocks(t)
 			victim := filepath.Join(dir, bs[0].ULID)
 			c.damage(t, victim)
-			opts := DBOptions{Head: DefaultOptions()}
+			opts := DBOptions{Head: head.DefaultOptions()}
 			opts.Head.BlockRange = time.Hour
 			opts.Head.Now = func() int64 { return 1 << 50 }
 			db, err := OpenDB(dir, opts)

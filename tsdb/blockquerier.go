@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/prometheus/util/annotations"
 
 	"github.com/tandem-tsdb/tandem/tsdb/block"
+	"github.com/tandem-tsdb/tandem/tsdb/internal/results"
 )
 
 // blockQuerier is a storage.Querier over one on-disk block.
@@ -47,12 +48,12 @@ func (q *blockQuerier) Select(ctx context.Context, _ bool, hints *storage.Select
 			return storage.ErrSeriesSet(err)
 		}
 		if limit > 0 && len(out) == limit {
-			warn.Add(errLimitTruncated)
+			warn.Add(results.ErrLimitTruncated)
 			break
 		}
 		out = append(out, &blockSeries{b: q.b.Block, id: id, lset: lset, mint: mint, maxt: maxt})
 	}
-	return &listSeriesSet{list: out, i: -1, warn: warn}
+	return results.NewList(out, warn)
 }
 
 func (q *blockQuerier) LabelValues(_ context.Context, name string, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
@@ -60,7 +61,7 @@ func (q *blockQuerier) LabelValues(_ context.Context, name string, hints *storag
 	if err != nil {
 		return nil, nil, err
 	}
-	return applyLimit(vals, hints)
+	return results.ApplyLimit(vals, hints)
 }
 
 func (q *blockQuerier) LabelNames(_ context.Context, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
@@ -68,7 +69,7 @@ func (q *blockQuerier) LabelNames(_ context.Context, hints *storage.LabelHints, 
 	if err != nil {
 		return nil, nil, err
 	}
-	return applyLimit(names, hints)
+	return results.ApplyLimit(names, hints)
 }
 
 func (q *blockQuerier) Close() error {
@@ -88,17 +89,3 @@ func (s *blockSeries) Labels() labels.Labels { return s.lset }
 func (s *blockSeries) Iterator(reuse chunkenc.Iterator) chunkenc.Iterator {
 	return s.b.Iterator(s.id, s.mint, s.maxt, reuse)
 }
-
-type listSeriesSet struct {
-	list []storage.Series
-	i    int
-	warn annotations.Annotations
-}
-
-func (s *listSeriesSet) Next() bool {
-	s.i++
-	return s.i < len(s.list)
-}
-func (s *listSeriesSet) At() storage.Series                { return s.list[s.i] }
-func (s *listSeriesSet) Err() error                        { return nil }
-func (s *listSeriesSet) Warnings() annotations.Annotations { return s.warn }

@@ -18,6 +18,8 @@ import (
 	"github.com/prometheus/prometheus/tsdb/chunks"
 	"github.com/prometheus/prometheus/tsdb/tsdbutil"
 	"github.com/prometheus/prometheus/util/annotations"
+	"github.com/tandem-tsdb/tandem/tsdb/head"
+	"github.com/tandem-tsdb/tandem/tsdb/internal/results"
 )
 
 // csSample is a chunks.Sample of any value type, with an optional start timestamp.
@@ -332,7 +334,7 @@ func TestLazyChunksContract(t *testing.T) {
 	t.Run("set", func(t *testing.T) {
 		var warn annotations.Annotations
 		warn.Add(errors.New("a warning"))
-		ss := newChunkSeriesSet(&listSeriesSet{list: []storage.Series{a, b}, i: -1, warn: warn})
+		ss := newChunkSeriesSet(results.NewList([]storage.Series{a, b}, warn))
 		var names []string
 		var it chunks.Iterator
 		for ss.Next() {
@@ -366,7 +368,7 @@ func TestChunkQuerierLazy(t *testing.T) {
 	defer db.Close()
 	rng := rand.New(rand.NewSource(11))
 	const scrapes = 1500 // 6h15m at 15 s
-	var b Batch
+	var b head.Batch
 	for i := 0; i < scrapes; i++ {
 		b.Reset()
 		ts := int64(i) * 15000
@@ -399,7 +401,7 @@ func TestChunkQuerierLazy(t *testing.T) {
 				}
 				v = float64(-i)
 			}
-			b.Series = append(b.Series, BatchSeries{Labels: l, Samples: []Sample{{T: ts, V: v}}})
+			b.Series = append(b.Series, head.BatchSeries{Labels: l, Samples: []head.Sample{{T: ts, V: v}}})
 		}
 		if res, err := db.AppendBatch(context.Background(), &b); err != nil || res.Err() != nil {
 			t.Fatal(err, res.Err())
@@ -417,7 +419,10 @@ func TestChunkQuerierLazy(t *testing.T) {
 			name string
 			q    func(mint, maxt int64) (storage.Querier, error)
 			cq   func(mint, maxt int64) (storage.ChunkQuerier, error)
-		}{{"db", db.Querier, db.ChunkQuerier}, {"head", db.Head().Querier, db.Head().ChunkQuerier}} {
+		}{{"db", db.Querier, db.ChunkQuerier}, {"head", db.head.Querier, func(mint, maxt int64) (storage.ChunkQuerier, error) {
+			q, err := db.head.Querier(mint, maxt)
+			return &mergedChunkQuerier{q}, err
+		}}} {
 			t.Run(fmt.Sprintf("%s/%d-%d", src.name, rg[0], rg[1]), func(t *testing.T) {
 				q, err := src.q(rg[0], rg[1])
 				if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
+	"github.com/tandem-tsdb/tandem/tsdb/head"
 )
 
 // TestCleanTombstonesKeepsOtherSeries: cleaning tombstones rewrites a block
@@ -27,13 +28,13 @@ func TestCleanTombstonesKeepsOtherSeries(t *testing.T) {
 	value := func(inst, j int, ts int64) float64 { return float64(inst*100+j*10) + float64(ts-base)/1e5 }
 	for ts := base; ts < base+5000; ts += 25 {
 		for inst := range 2 {
-			b := &Batch{}
+			b := &head.Batch{}
 			for j := range 3 {
-				var smp []Sample
+				var smp []head.Sample
 				for k := range int64(5) {
-					smp = append(smp, Sample{T: ts + k*5, V: value(inst, j, ts+k*5)})
+					smp = append(smp, head.Sample{T: ts + k*5, V: value(inst, j, ts+k*5)})
 				}
-				b.Series = append(b.Series, BatchSeries{Labels: series("m", "job", "j", "instance", fmt.Sprint(inst), "series", fmt.Sprint(j)), Samples: smp})
+				b.Series = append(b.Series, head.BatchSeries{Labels: series("m", "job", "j", "instance", fmt.Sprint(inst), "series", fmt.Sprint(j)), Samples: smp})
 			}
 			if _, err := db.AppendBatch(context.Background(), b); err != nil {
 				t.Fatal(err)

@@ -22,11 +22,12 @@ import (
 
 	"github.com/tandem-tsdb/tandem/compact"
 	"github.com/tandem-tsdb/tandem/tsdb/block"
+	"github.com/tandem-tsdb/tandem/tsdb/head"
 )
 
 // DBOptions configure a DB: the head's options plus block management.
 type DBOptions struct {
-	Head Options
+	Head head.Options
 	// RetentionTime deletes blocks whose data is entirely older than the
 	// newest sample minus this (0 keeps everything).
 	RetentionTime time.Duration
@@ -35,6 +36,10 @@ type DBOptions struct {
 	// CompactionRanges are the block ranges compaction merges into, in ms,
 	// smallest (the flush range) first; nil means 1, 3, 9, 27 and 81 flush ranges.
 	CompactionRanges []int64
+	// SealInterval is how often Run seals idle groups' open rows, and
+	// FlushInterval how often it flushes, compacts and applies retention
+	// (0: DefaultSealInterval, DefaultFlushInterval).
+	SealInterval, FlushInterval time.Duration
 }
 
 // DB is tandem's storage: the multivariate head (with its WAL) and the
@@ -43,7 +48,7 @@ type DB struct {
 	dir    string
 	opts   DBOptions
 	logger *slog.Logger
-	head   *Head
+	head   *head.Head
 
 	mu     sync.RWMutex
 	blocks []*dbBlock // sorted by MinTime
@@ -104,7 +109,7 @@ func OpenDB(dir string, opts DBOptions) (*DB, error) {
 	db.tombs = tombs
 	hopts := opts.Head
 	hopts.MinValidTime = db.blocksMaxTime()
-	h, err := Open(dir, hopts)
+	h, err := head.Open(dir, hopts)
 	if err != nil {
 		db.closeBlocks()
 		return nil, err
@@ -293,9 +298,6 @@ func dirSize(dir string) int64 {
 	return n
 }
 
-// Head returns the in-memory head.
-func (db *DB) Head() *Head { return db.head }
-
 // Ready reports whether start-up (WAL replay) has finished.
 func (db *DB) Ready() bool { return db != nil && db.head.Ready() }
 
@@ -320,33 +322,27 @@ func (db *DB) Blocks() []block.Meta {
 }
 
 // AppendBatch writes a batch to the head (see Head.AppendBatch).
-func (db *DB) AppendBatch(ctx context.Context, b *Batch) (AppendResult, error) {
+func (db *DB) AppendBatch(ctx context.Context, b *head.Batch) (head.AppendResult, error) {
 	return db.head.AppendBatch(ctx, b)
 }
 
 // ResolveNext finds a known series as the successor of another (see Head.ResolveNext).
-func (db *DB) ResolveNext(prev SeriesRef, match func(labels.Labels) bool) (SeriesRef, bool) {
+func (db *DB) ResolveNext(prev head.SeriesRef, match func(labels.Labels) bool) (head.SeriesRef, bool) {
 	return db.head.ResolveNext(prev, match)
 }
 
 // ResolveHash finds a known series by its labels hash (see Head.ResolveHash).
-func (db *DB) ResolveHash(prev SeriesRef, hash uint64, match func(labels.Labels) bool) (SeriesRef, bool) {
+func (db *DB) ResolveHash(prev head.SeriesRef, hash uint64, match func(labels.Labels) bool) (head.SeriesRef, bool) {
 	return db.head.ResolveHash(prev, hash, match)
 }
 
-// SealIdle seals the open rows of idle groups (see Head.SealIdle).
-func (db *DB) SealIdle() int { return db.head.SealIdle() }
-
-// Appender implements storage.Appendable through the head.
-func (db *DB) Appender(ctx context.Context) storage.Appender { return db.head.Appender(ctx) }
-
-// AppenderV2 implements storage.AppendableV2 through the head.
-func (db *DB) AppenderV2(ctx context.Context) storage.AppenderV2 { return db.head.AppenderV2(ctx) }
-
 // MetricMetadata returns metric metadata (see Head.MetricMetadata).
-func (db *DB) MetricMetadata(metric string, limit, limitPerMetric int) map[string][]Metadata {
+func (db *DB) MetricMetadata(metric string, limit, limitPerMetric int) map[string][]head.Metadata {
 	return db.head.MetricMetadata(metric, limit, limitPerMetric)
 }
+
+// GroupStats returns the head's groups by size (see head.Head.GroupStats).
+func (db *DB) GroupStats(limit int) head.GroupStats { return db.head.GroupStats(limit) }
 
 // Stats returns the head's statistics in Prometheus's format.
 func (db *DB) Stats(statsByLabelName string, limit int) (*promtsdb.Stats, error) {
@@ -444,21 +440,12 @@ func (q *mergedChunkQuerier) Select(ctx context.Context, sortSeries bool, hints 
 func (db *DB) Flush(all bool) error {
 	db.maintMu.Lock()
 	defer db.maintMu.Unlock()
-	rng := db.opts.Head.BlockRange.Milliseconds()
-	if rng <= 0 {
-		rng = DefaultOptions().BlockRange.Milliseconds()
-	}
 	flushed := false
 	for {
-		hmin, hmax := db.head.minT.Load(), db.head.maxT.Load()
-		if hmin > hmax {
+		mint, maxt, ok := db.head.NextFlushRange(all)
+		if !ok {
 			break
 		}
-		if !all && !spanExceeds(hmin, hmax, rng+rng/2) {
-			break // as Prometheus: the samples span at most 1.5 ranges
-		}
-		mint := rangeStart(hmin, rng)
-		maxt := mint + rng
 		start := time.Now()
 		empty, err := db.flushRange(mint, maxt)
 		if err != nil {
@@ -471,10 +458,10 @@ func (db *DB) Flush(all bool) error {
 		if empty {
 			// Nothing was in the range: go straight to the next one that
 			// holds data instead of walking empty ranges one by one.
-			db.head.resetMinT(maxt)
+			db.head.SkipEmptyRange(maxt)
 		}
 	}
-	late, err := db.flushLate(rng)
+	late, err := db.flushLate()
 	if err != nil {
 		db.metrics.flushFailures.Inc()
 		return err
@@ -483,10 +470,11 @@ func (db *DB) Flush(all bool) error {
 		// Groups whose data is all in blocks now and that stopped sending a
 		// block range ago leave the head (before the checkpoint, which then
 		// no longer names their series).
-		if g, s := db.head.GC(db.head.opts.Now() - rng); g > 0 {
+		hopts := db.head.Options()
+		if g, s := db.head.GC(hopts.Now() - hopts.BlockRange.Milliseconds()); g > 0 {
 			db.logger.Info("removed idle groups from the head", "groups", g, "series", s)
 		}
-		if err := db.head.Checkpoint(db.head.minValid.Load()); err != nil {
+		if err := db.head.Checkpoint(db.head.MinValidTime()); err != nil {
 			return err
 		}
 	}
@@ -496,47 +484,16 @@ func (db *DB) Flush(all bool) error {
 // flushLate writes the late samples older than the head (their ranges were
 // flushed already) as out-of-order blocks, one per block range; compaction
 // merges them with the blocks they overlap. It reports whether it wrote any.
-func (db *DB) flushLate(rng int64) (bool, error) {
-	before := db.head.minValid.Load()
-	ls := db.head.captureLate(before)
-	// Exemplars older than the head (arrived late, or replayed after a crash
-	// before the WAL checkpoint) go with the late samples of their range.
-	exs := db.head.lateExemplars(before)
-	if len(ls) == 0 && len(exs) == 0 {
+func (db *DB) flushLate() (bool, error) {
+	late := db.head.ExportLate()
+	if late.Empty() {
 		return false, nil
 	}
-	rangeOf := func(t int64) int64 { return t - ((t%rng)+rng)%rng }
-	ranges := map[int64]bool{}
-	for _, l := range ls {
-		for _, smp := range l.samples {
-			ranges[rangeOf(smp.T)] = true
-		}
-	}
-	for _, en := range exs {
-		ranges[rangeOf(en.e.T)] = true
-	}
-	starts := make([]int64, 0, len(ranges))
-	for r := range ranges {
-		starts = append(starts, r)
-	}
-	slices.Sort(starts)
+	rng := db.head.Options().BlockRange.Milliseconds()
 	var added []*dbBlock
-	for _, mint := range starts {
-		groups := lateGroups(ls, mint, mint+rng)
-		var rexs []exemplarEntry
-		for _, en := range exs {
-			if rangeOf(en.e.T) == mint {
-				rexs = append(rexs, en)
-			}
-		}
-		meta, err := block.Write(db.dir, mint, mint+rng, func(yield func(*block.Group) error) error {
-			for _, g := range groups {
-				if err := yield(g); err != nil {
-					return err
-				}
-			}
-			return nil
-		}, block.WriteOptions{Exemplars: db.exemplarSource(rexs)})
+	for _, mint := range late.Ranges(rng) {
+		meta, err := block.Write(db.dir, mint, mint+rng, late.Groups(mint, mint+rng),
+			block.WriteOptions{Exemplars: late.Exemplars(mint, mint+rng)})
 		if err != nil {
 			return false, fmt.Errorf("write out-of-order block [%d, %d): %w", mint, mint+rng, err)
 		}
@@ -556,8 +513,7 @@ func (db *DB) flushLate(rng int64) (bool, error) {
 	db.readers = &sync.WaitGroup{}
 	db.mu.Unlock()
 	older.Wait()
-	db.head.dropLate(ls)
-	db.head.exemplars.remove(exs)
+	late.Drop()
 	return true, nil
 }
 
@@ -565,16 +521,8 @@ func (db *DB) flushLate(rng int64) (bool, error) {
 // from the head; empty reports that the range held nothing (no block is kept).
 func (db *DB) flushRange(mint, maxt int64) (empty bool, err error) {
 	// From here on the range is closed: late samples for it are refused.
-	db.head.RaiseMinValid(maxt)
-	// The exemplars the ring holds for the range go into the block; those
-	// arriving for it from now on are late (flushLate).
-	exs := db.head.exemplars.collect(func(t int64) bool { return t >= mint && t < maxt })
-	var exportedLate []lateSeries
-	meta, err := block.Write(db.dir, mint, maxt, func(yield func(*block.Group) error) error {
-		var err error
-		exportedLate, err = db.head.ExportRange(mint, maxt, yield)
-		return err
-	}, block.WriteOptions{Exemplars: db.exemplarSource(exs)})
+	r := db.head.ExportRange(mint, maxt)
+	meta, err := block.Write(db.dir, mint, maxt, r.Groups, block.WriteOptions{Exemplars: r.Exemplars()})
 	if err != nil {
 		return false, fmt.Errorf("flush [%d, %d): %w", mint, maxt, err)
 	}
@@ -603,9 +551,7 @@ func (db *DB) flushRange(mint, maxt int64) (empty bool, err error) {
 			"samples", meta.Stats.NumSamples, "series", meta.Stats.NumSeries, "groups", meta.Stats.NumGroups,
 			"exemplars", meta.Stats.NumExemplars)
 	}
-	db.head.Truncate(maxt)
-	db.head.dropLate(exportedLate)
-	db.head.exemplars.remove(exs)
+	r.Drop()
 	return empty, nil
 }
 
@@ -638,17 +584,12 @@ func (db *DB) Snapshot(dir string, withHead bool) error {
 	if !withHead {
 		return nil
 	}
-	hmin, hmax := db.head.minT.Load(), db.head.maxT.Load()
-	exs := db.head.exemplars.collect(func(int64) bool { return true })
-	if lo, hi, ok := exemplarBounds(exs); ok {
-		hmin, hmax = min(hmin, lo), max(hmax, hi)
-	}
-	if hmin > hmax {
+	r, ok := db.head.ExportAll()
+	if !ok {
 		return nil
 	}
-	_, err := block.Write(dir, hmin, hmax+1, func(yield func(*block.Group) error) error {
-		return db.head.export(hmin, hmax+1, false, nil, yield)
-	}, block.WriteOptions{Exemplars: db.exemplarSource(exs)})
+	mint, maxt := r.Range()
+	_, err := block.Write(dir, mint, maxt, r.Groups, block.WriteOptions{Exemplars: r.Exemplars()})
 	if err != nil {
 		return fmt.Errorf("snapshot: write head block: %w", err)
 	}
@@ -659,11 +600,7 @@ func (db *DB) compactionRanges() []int64 {
 	if len(db.opts.CompactionRanges) > 0 {
 		return db.opts.CompactionRanges
 	}
-	rng := db.opts.Head.BlockRange
-	if rng <= 0 {
-		rng = DefaultOptions().BlockRange
-	}
-	return compact.ExponentialRanges(rng, 3, 5)
+	return compact.ExponentialRanges(db.head.Options().BlockRange, 3, 5)
 }
 
 // Compact merges adjacent blocks into larger ranges (and overlapping blocks
@@ -674,7 +611,7 @@ func (db *DB) Compact() error {
 	db.maintMu.Lock()
 	defer db.maintMu.Unlock()
 	for {
-		safe := db.head.minValid.Load()
+		safe := db.head.MinValidTime()
 		plans := compact.Plan(db.Blocks(), db.compactionRanges(), safe)
 		if len(plans) == 0 {
 			return nil
@@ -771,7 +708,7 @@ func (db *DB) ApplyRetention() error {
 	var drop []*dbBlock
 	db.mu.Lock()
 	if rt := db.opts.RetentionTime.Milliseconds(); rt > 0 {
-		newest := max(db.head.maxT.Load(), db.blocksMaxTimeLocked())
+		newest := max(db.head.MaxTime(), db.blocksMaxTimeLocked())
 		keep := db.blocks[:0]
 		for _, b := range db.blocks {
 			if b.Meta().MaxTime <= newest-rt {

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/prometheus/prometheus/tsdb/chunks"
 
+	"github.com/tandem-tsdb/tandem/tsdb/head"
 	"github.com/tandem-tsdb/tandem/workload"
 )
 
@@ -35,10 +36,10 @@ func benchScrapes(tb testing.TB, targets int) ([]workload.Scrape, int64) {
 	return scrapes, n
 }
 
-func toBatch(sc workload.Scrape) *Batch {
-	b := &Batch{Series: make([]BatchSeries, len(sc.Samples))}
+func toBatch(sc workload.Scrape) *head.Batch {
+	b := &head.Batch{Series: make([]head.BatchSeries, len(sc.Samples))}
 	for i, s := range sc.Samples {
-		b.Series[i] = BatchSeries{Labels: s.Labels, Samples: []Sample{{T: sc.T, V: s.V}}}
+		b.Series[i] = head.BatchSeries{Labels: s.Labels, Samples: []head.Sample{{T: sc.T, V: s.V}}}
 	}
 	return b
 }
@@ -74,7 +75,7 @@ func BenchmarkBlockSize(b *testing.B) {
 	b.Run("tandem", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			dir := b.TempDir()
-			db, err := OpenDB(dir, DBOptions{Head: Options{WALSyncInterval: time.Hour, Now: func() int64 { return maxt }}})
+			db, err := OpenDB(dir, DBOptions{Head: head.Options{WALSyncInterval: time.Hour, Now: func() int64 { return maxt }}})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -126,7 +127,7 @@ func BenchmarkBlockSize(b *testing.B) {
 func BenchmarkOpenDB(b *testing.B) {
 	scrapes, _ := benchScrapes(b, 4)
 	dir := b.TempDir()
-	db, err := OpenDB(dir, DBOptions{Head: Options{BlockRange: time.Minute, WALSyncInterval: time.Hour, Now: func() int64 { return 1 << 50 }}})
+	db, err := OpenDB(dir, DBOptions{Head: head.Options{BlockRange: time.Minute, WALSyncInterval: time.Hour, Now: func() int64 { return 1 << 50 }}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -172,7 +173,7 @@ func BenchmarkOpenDB(b *testing.B) {
 	b.Run("tandem", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
-			db, err := OpenDB(dir, DBOptions{Head: Options{BlockRange: time.Minute, WALSyncInterval: time.Hour}})
+			db, err := OpenDB(dir, DBOptions{Head: head.Options{BlockRange: time.Minute, WALSyncInterval: time.Hour}})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -233,7 +234,7 @@ type promSeries struct {
 func TestFlushReleasesMemory(t *testing.T) {
 	scrapes, samples := benchScrapes(t, 10)
 	dir := t.TempDir()
-	db, err := OpenDB(dir, DBOptions{Head: Options{WALSyncInterval: time.Hour, Now: func() int64 { return 1 << 50 }}})
+	db, err := OpenDB(dir, DBOptions{Head: head.Options{WALSyncInterval: time.Hour, Now: func() int64 { return 1 << 50 }}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +254,7 @@ func TestFlushReleasesMemory(t *testing.T) {
 			runtime.GC()
 			runtime.GC()
 			time.Sleep(10 * time.Millisecond)
-			cur := db.head.chunks.liveBytes.Load()
+			cur := db.head.MappedChunkBytes()
 			if cur == mapped {
 				break
 			}

@@ -15,11 +15,12 @@ import (
 	"github.com/prometheus/prometheus/storage"
 
 	"github.com/tandem-tsdb/tandem/tsdb/block"
+	"github.com/tandem-tsdb/tandem/tsdb/head"
 )
 
 func openDB(t testing.TB, dir string, mod func(*DBOptions)) *DB {
 	t.Helper()
-	opts := DBOptions{Head: DefaultOptions()}
+	opts := DBOptions{Head: head.DefaultOptions()}
 	opts.Head.WALSyncInterval = 0
 	opts.Head.Now = func() int64 { return 1 << 50 }
 	if mod != nil {
@@ -62,7 +63,7 @@ func TestDBFlushWhileWriting(t *testing.T) {
 		go func(tg int) {
 			defer wg.Done()
 			for s := 0; s < scrapes; s++ {
-				var b Batch
+				var b head.Batch
 				for m := 0; m < members; m++ {
 					l := series(fmt.Sprintf("metric_%d", m%7), "job", "node", "instance", fmt.Sprintf("host%d", tg), "m", fmt.Sprint(m))
 					ts := int64(s) * 15000
@@ -70,9 +71,9 @@ func TestDBFlushWhileWriting(t *testing.T) {
 						ts += 4321 // one unaligned member per target
 					}
 					v := float64(s*m) + 0.25
-					b.Series = append(b.Series, BatchSeries{Labels: l, Samples: []Sample{{T: ts, V: v}}})
+					b.Series = append(b.Series, head.BatchSeries{Labels: l, Samples: []head.Sample{{T: ts, V: v}}})
 					mu.Lock()
-					want.add(l, ts, v)
+					want.Add(l, ts, v)
 					mu.Unlock()
 				}
 				if res, err := db.AppendBatch(context.Background(), &b); err != nil || res.Err() != nil {
@@ -138,7 +139,7 @@ func TestDBRetentionAndQuarantine(t *testing.T) {
 	db := openDB(t, dir, mod)
 	l := series("r", "job", "j", "instance", "i")
 	for s := 0; s < 6*240; s++ { // 6 h at 15 s
-		if _, err := db.AppendBatch(context.Background(), &Batch{Series: []BatchSeries{{Labels: l, Samples: []Sample{{T: int64(s) * 15000, V: 1}}}}}); err != nil {
+		if _, err := db.AppendBatch(context.Background(), &head.Batch{Series: []head.BatchSeries{{Labels: l, Samples: []head.Sample{{T: int64(s) * 15000, V: 1}}}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -213,11 +214,11 @@ func TestDBQueriesDuringFlush(t *testing.T) {
 	defer db.Close()
 	want := model{}
 	for s := 0; s < 600; s++ { // 2.5 h at 15 s: 15 ranges
-		var b Batch
+		var b head.Batch
 		for m := 0; m < 40; m++ {
 			l := series("q", "job", "j", "instance", fmt.Sprint(m%3), "m", fmt.Sprint(m))
-			b.Series = append(b.Series, BatchSeries{Labels: l, Samples: []Sample{{T: int64(s) * 15000, V: float64(s + m)}}})
-			want.add(l, int64(s)*15000, float64(s+m))
+			b.Series = append(b.Series, head.BatchSeries{Labels: l, Samples: []head.Sample{{T: int64(s) * 15000, V: float64(s + m)}}})
+			want.Add(l, int64(s)*15000, float64(s+m))
 		}
 		if _, err := db.AppendBatch(context.Background(), &b); err != nil {
 			t.Fatal(err)
@@ -253,12 +254,12 @@ func TestDBSnapshot(t *testing.T) {
 	db := openDB(t, dir, mod)
 	want := model{}
 	for s := 0; s < 700; s++ { // ~2.9 h: blocks plus a head
-		var b Batch
+		var b head.Batch
 		for m := 0; m < 5; m++ {
 			l := series("snap", "job", "j", "instance", "i", "m", fmt.Sprint(m))
 			ts := int64(s)*15000 + int64(m/4)*5 // member 4 unaligned
-			b.Series = append(b.Series, BatchSeries{Labels: l, Samples: []Sample{{T: ts, V: float64(s * m)}}})
-			want.add(l, ts, float64(s*m))
+			b.Series = append(b.Series, head.BatchSeries{Labels: l, Samples: []head.Sample{{T: ts, V: float64(s * m)}}})
+			want.Add(l, ts, float64(s*m))
 		}
 		if _, err := db.AppendBatch(context.Background(), &b); err != nil {
 			t.Fatal(err)
@@ -292,7 +293,7 @@ func TestDBCompaction(t *testing.T) {
 	db := openDB(t, dir, mod)
 	want := model{}
 	for s := 0; s < 8*240; s++ { // 8 h at 15 s
-		var b Batch
+		var b head.Batch
 		for m := 0; m < 6; m++ {
 			if m == 5 && s > 3*240 && s < 5*240 {
 				continue // a member that leaves and comes back
@@ -302,8 +303,8 @@ func TestDBCompaction(t *testing.T) {
 			if m == 4 && s%240 < 120 {
 				ts += 3 // unaligned half of the time
 			}
-			b.Series = append(b.Series, BatchSeries{Labels: l, Samples: []Sample{{T: ts, V: float64(s*m) / 7}}})
-			want.add(l, ts, float64(s*m)/7)
+			b.Series = append(b.Series, head.BatchSeries{Labels: l, Samples: []head.Sample{{T: ts, V: float64(s*m) / 7}}})
+			want.Add(l, ts, float64(s*m)/7)
 		}
 		if _, err := db.AppendBatch(context.Background(), &b); err != nil {
 			t.Fatal(err)
@@ -384,16 +385,16 @@ func TestDBDeleteAndCleanTombstones(t *testing.T) {
 	db := openDB(t, dir, mod)
 	want := model{}
 	for s := 0; s < 4*240; s++ { // 4 h
-		var b Batch
+		var b head.Batch
 		for m := 0; m < 4; m++ {
 			l := series("del", "job", "j", "instance", "i", "m", fmt.Sprint(m))
 			ts := int64(s)*15000 + int64(m/3)*7 // member 3 unaligned
-			b.Series = append(b.Series, BatchSeries{Labels: l, Samples: []Sample{{T: ts, V: float64(s)}}})
+			b.Series = append(b.Series, head.BatchSeries{Labels: l, Samples: []head.Sample{{T: ts, V: float64(s)}}})
 			// Members 1 and 3 lose [1h, 3h]: in blocks and in the head.
 			if (m == 1 || m == 3) && ts >= 3600000 && ts <= 3*3600000 {
 				continue
 			}
-			want.add(l, ts, float64(s))
+			want.Add(l, ts, float64(s))
 		}
 		if _, err := db.AppendBatch(context.Background(), &b); err != nil {
 			t.Fatal(err)
@@ -448,12 +449,12 @@ func TestDBLateData(t *testing.T) {
 	db := openDB(t, dir, mod)
 	want := model{}
 	app := func(l labels.Labels, ts int64, v float64) error {
-		res, err := db.AppendBatch(context.Background(), &Batch{Series: []BatchSeries{{Labels: l, Samples: []Sample{{T: ts, V: v}}}}})
+		res, err := db.AppendBatch(context.Background(), &head.Batch{Series: []head.BatchSeries{{Labels: l, Samples: []head.Sample{{T: ts, V: v}}}}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if res.Err() == nil {
-			want.add(l, ts, v)
+			want.Add(l, ts, v)
 		}
 		return res.Err()
 	}
@@ -473,15 +474,15 @@ func TestDBLateData(t *testing.T) {
 	if err := db.Flush(false); err != nil {
 		t.Fatal(err)
 	}
-	if db.head.minValid.Load() < 3*hour {
-		t.Fatalf("head starts at %d: nothing flushed", db.head.minValid.Load())
+	if db.head.MinValidTime() < 3*hour {
+		t.Fatalf("head starts at %d: nothing flushed", db.head.MinValidTime())
 	}
 	// Out of order within the fast group's window: accepted into the head.
 	if err := app(fast, 5*hour+hour/4+7, 1); err != nil {
 		t.Fatalf("sample within the out-of-order window: %v", err)
 	}
 	// Beyond the window: refused as out of order.
-	if err := app(fast, 4*hour+7, 1); !errors.Is(err, ErrOutOfOrderSample) {
+	if err := app(fast, 4*hour+7, 1); !errors.Is(err, head.ErrOutOfOrderSample) {
 		t.Fatalf("sample beyond the window: %v", err)
 	}
 	// The slow target catches up: its samples for flushed ranges are accepted.
@@ -491,7 +492,7 @@ func TestDBLateData(t *testing.T) {
 		}
 	}
 	// Older than the maximum age: too old.
-	if err := app(series("late", "job", "j", "instance", "ancient"), now-6*hour, 1); !errors.Is(err, ErrTooOldSample) {
+	if err := app(series("late", "job", "j", "instance", "ancient"), now-6*hour, 1); !errors.Is(err, head.ErrTooOldSample) {
 		t.Fatalf("sample beyond the maximum age: %v", err)
 	}
 	compareModels(t, want, dbAll(t, db))
@@ -528,9 +529,9 @@ func TestDBRetentionSize(t *testing.T) {
 	db := openDB(t, dir, func(o *DBOptions) { o.Head.BlockRange = time.Hour })
 	defer db.Close()
 	for s := 0; s < 6*240; s++ {
-		var b Batch
+		var b head.Batch
 		for m := 0; m < 20; m++ {
-			b.Series = append(b.Series, BatchSeries{Labels: series("rs", "job", "j", "instance", "i", "m", fmt.Sprint(m)), Samples: []Sample{{T: int64(s) * 15000, V: float64(s*m) * 1.1}}})
+			b.Series = append(b.Series, head.BatchSeries{Labels: series("rs", "job", "j", "instance", "i", "m", fmt.Sprint(m)), Samples: []head.Sample{{T: int64(s) * 15000, V: float64(s*m) * 1.1}}})
 		}
 		if _, err := db.AppendBatch(context.Background(), &b); err != nil {
 			t.Fatal(err)
@@ -568,10 +569,10 @@ func TestDBLateOnlySeriesVisible(t *testing.T) {
 	want := model{}
 	fast := series("lo", "job", "j", "instance", "fast")
 	for ts := int64(0); ts < 5*hour; ts += 15000 {
-		if _, err := db.AppendBatch(context.Background(), &Batch{Series: []BatchSeries{{Labels: fast, Samples: []Sample{{T: ts, V: 1}}}}}); err != nil {
+		if _, err := db.AppendBatch(context.Background(), &head.Batch{Series: []head.BatchSeries{{Labels: fast, Samples: []head.Sample{{T: ts, V: 1}}}}}); err != nil {
 			t.Fatal(err)
 		}
-		want.add(fast, ts, 1)
+		want.Add(fast, ts, 1)
 	}
 	if err := db.Flush(false); err != nil {
 		t.Fatal(err)
@@ -579,11 +580,11 @@ func TestDBLateOnlySeriesVisible(t *testing.T) {
 	// A new target whose first samples are 4 h old; then an older one arrives too.
 	late := series("lo", "job", "j", "instance", "late")
 	for _, ts := range []int64{2 * hour, 2*hour + 15000, hour} {
-		res, err := db.AppendBatch(context.Background(), &Batch{Series: []BatchSeries{{Labels: late, Samples: []Sample{{T: ts, V: 2}}}}})
+		res, err := db.AppendBatch(context.Background(), &head.Batch{Series: []head.BatchSeries{{Labels: late, Samples: []head.Sample{{T: ts, V: 2}}}}})
 		if err != nil || res.Err() != nil {
 			t.Fatal(err, res.Err())
 		}
-		want.add(late, ts, 2)
+		want.Add(late, ts, 2)
 		compareModels(t, want, dbAll(t, db))
 		q, _ := db.Querier(ts, ts)
 		if got := readQuerier(t, q, labels.MustNewMatcher(labels.MatchEqual, "instance", "late")); len(got) != 1 {

@@ -18,6 +18,8 @@ import (
 	"github.com/prometheus/prometheus/storage"
 
 	"github.com/tandem-tsdb/tandem/tsdb/block"
+	"github.com/tandem-tsdb/tandem/tsdb/head"
+	"github.com/tandem-tsdb/tandem/tsdb/internal/tsdbtest"
 )
 
 const exHour = int64(3600000)
@@ -25,7 +27,7 @@ const exHour = int64(3600000)
 // exModel is what exemplar queries should return: exemplars per series.
 type exModel map[string]*exemplar.QueryResult
 
-func (m exModel) add(l labels.Labels, e Exemplar) {
+func (m exModel) add(l labels.Labels, e head.Exemplar) {
 	r := m[l.String()]
 	if r == nil {
 		r = &exemplar.QueryResult{SeriesLabels: l}
@@ -133,16 +135,16 @@ func appendExemplars(t *testing.T, db *DB, m exModel, from, to int64) {
 
 func appendExemplarsErr(db *DB, m exModel, from, to int64) error {
 	for ts := from; ts < to; ts += 15000 {
-		var b Batch
+		var b head.Batch
 		for le := 0; le < 4; le++ {
-			bs := BatchSeries{Labels: bucket(le), Samples: []Sample{{T: ts, V: float64(ts/1000 + int64(le))}}}
+			bs := head.BatchSeries{Labels: bucket(le), Samples: []head.Sample{{T: ts, V: float64(ts/1000 + int64(le))}}}
 			et := ts
 			if le == 3 {
 				et = ts + 7
 			}
 			if le%2 == 1 && ts%60000 == 0 {
-				e := Exemplar{Labels: labels.FromStrings("trace_id", fmt.Sprintf("t%d-%d", le, ts)), T: et, V: float64(ts)/1e3 + 0.125}
-				bs.Exemplars = []Exemplar{e}
+				e := head.Exemplar{Labels: labels.FromStrings("trace_id", fmt.Sprintf("t%d-%d", le, ts)), T: et, V: float64(ts)/1e3 + 0.125}
+				bs.Exemplars = []head.Exemplar{e}
 				if m != nil {
 					m.add(bucket(le), e)
 				}
@@ -169,10 +171,19 @@ func blockExemplars(db *DB) int {
 	return n
 }
 
-func ringLen(db *DB) int {
-	db.head.exemplars.mu.RLock()
-	defer db.head.exemplars.mu.RUnlock()
-	return db.head.exemplars.n
+func ringLen(db *DB) int { return db.head.NumExemplars() }
+
+// headExemplars queries the head's exemplars alone.
+type headExemplars struct{ h *head.Head }
+
+func (q headExemplars) ExemplarQuerier(context.Context) (storage.ExemplarQuerier, error) {
+	return q, nil
+}
+
+func (q headExemplars) Select(start, end int64, ms ...[]*labels.Matcher) ([]exemplar.QueryResult, error) {
+	x := newExemplarSet()
+	q.h.Exemplars(start, end, func(l labels.Labels) bool { return matchesSomeMatcherSet(l, ms) }, x.add)
+	return x.result(nil), nil
 }
 
 func exemplarOpts(o *DBOptions) {
@@ -230,15 +241,15 @@ func TestDBExemplarsPersisted(t *testing.T) {
 		// An empty matcher set matches every series.
 		checkExemplars(t, db, m, 0, 5*exHour, []*labels.Matcher{})
 		// The head alone serves only what it holds.
-		head := exModel{}
+		inHead := exModel{}
 		for _, r := range m {
 			for _, e := range r.Exemplars {
 				if e.Ts >= flushedTo {
-					head.add(r.SeriesLabels, Exemplar{Labels: e.Labels, T: e.Ts, V: e.Value})
+					inHead.add(r.SeriesLabels, head.Exemplar{Labels: e.Labels, T: e.Ts, V: e.Value})
 				}
 			}
 		}
-		checkExemplars(t, db.Head(), head, math.MinInt64, math.MaxInt64)
+		checkExemplars(t, headExemplars{db.head}, inHead, math.MinInt64, math.MaxInt64)
 	}
 	check(db)
 	if err := db.Close(); err != nil {
@@ -325,7 +336,7 @@ func TestDBExemplarsCompactionRetention(t *testing.T) {
 	for _, r := range m {
 		for _, e := range r.Exemplars {
 			if e.Ts >= first {
-				kept.add(r.SeriesLabels, Exemplar{Labels: e.Labels, T: e.Ts, V: e.Value})
+				kept.add(r.SeriesLabels, head.Exemplar{Labels: e.Labels, T: e.Ts, V: e.Value})
 			}
 		}
 	}
@@ -352,7 +363,7 @@ func TestDBExemplarsHeadBlockDedup(t *testing.T) {
 	db.Close()
 	wal := filepath.Join(dir, "wal")
 	backup := filepath.Join(t.TempDir(), "wal")
-	copyTree(t, wal, backup)
+	tsdbtest.CopyTree(t, wal, backup)
 
 	db = openDB(t, dir, mod)
 	if err := db.Flush(false); err != nil {
@@ -366,7 +377,7 @@ func TestDBExemplarsHeadBlockDedup(t *testing.T) {
 	if err := os.RemoveAll(wal); err != nil {
 		t.Fatal(err)
 	}
-	copyTree(t, backup, wal)
+	tsdbtest.CopyTree(t, backup, wal)
 	db = openDB(t, dir, mod)
 	if ringLen(db) != m.count() {
 		t.Fatalf("replay restored %d exemplars, want all %d", ringLen(db), m.count())
@@ -383,7 +394,7 @@ func TestDBExemplarsHeadBlockDedup(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkExemplars(t, db, m, math.MinInt64, math.MaxInt64)
-	flushedTo := db.head.minValid.Load()
+	flushedTo := db.head.MinValidTime()
 	inBlocks := 0
 	for _, r := range m {
 		for _, e := range r.Exemplars {
@@ -422,11 +433,11 @@ func TestDBExemplarsLate(t *testing.T) {
 		t.Fatal(err)
 	}
 	blocks := len(db.Blocks())
-	late := Exemplar{Labels: labels.FromStrings("trace_id", "late"), T: 2*exHour + 12345, V: 42}
-	ancient := Exemplar{Labels: labels.FromStrings("trace_id", "ancient"), T: now - 5*exHour - 1, V: 43}
+	late := head.Exemplar{Labels: labels.FromStrings("trace_id", "late"), T: 2*exHour + 12345, V: 42}
+	ancient := head.Exemplar{Labels: labels.FromStrings("trace_id", "ancient"), T: now - 5*exHour - 1, V: 43}
 	other := series("other", "job", "api", "instance", "b") // exemplars without samples
-	res, err := db.AppendBatch(context.Background(), &Batch{Series: []BatchSeries{
-		{Labels: other, Exemplars: []Exemplar{ancient, late}},
+	res, err := db.AppendBatch(context.Background(), &head.Batch{Series: []head.BatchSeries{
+		{Labels: other, Exemplars: []head.Exemplar{ancient, late}},
 	}})
 	if err != nil || res.ExemplarsWritten != 2 {
 		t.Fatalf("late exemplars: %d written, %v", res.ExemplarsWritten, err)
@@ -512,7 +523,7 @@ func TestDBExemplarsCorruption(t *testing.T) {
 	for _, r := range m {
 		for _, e := range r.Exemplars {
 			if e.Ts >= bs[2].MinTime {
-				kept.add(r.SeriesLabels, Exemplar{Labels: e.Labels, T: e.Ts, V: e.Value})
+				kept.add(r.SeriesLabels, head.Exemplar{Labels: e.Labels, T: e.Ts, V: e.Value})
 			}
 		}
 	}
@@ -538,7 +549,7 @@ func TestDBExemplarsTombstones(t *testing.T) {
 	for _, r := range m {
 		for _, e := range r.Exemplars {
 			if r.SeriesLabels.Get("le") != "1" || e.Ts < lo || e.Ts > hi {
-				kept.add(r.SeriesLabels, Exemplar{Labels: e.Labels, T: e.Ts, V: e.Value})
+				kept.add(r.SeriesLabels, head.Exemplar{Labels: e.Labels, T: e.Ts, V: e.Value})
 			}
 		}
 	}
@@ -555,29 +566,6 @@ func TestDBExemplarsTombstones(t *testing.T) {
 	checkExemplars(t, db, kept, math.MinInt64, math.MaxInt64)
 	if got := blockExemplars(db) + ringLen(db); got != kept.count() {
 		t.Fatalf("%d exemplars stored after cleaning, want %d", got, kept.count())
-	}
-}
-
-// copyTree copies a directory tree.
-func copyTree(t *testing.T, from, to string) {
-	t.Helper()
-	err := filepath.WalkDir(from, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(from, p)
-		dst := filepath.Join(to, rel)
-		if d.IsDir() {
-			return os.MkdirAll(dst, 0o755)
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(dst, b, 0o644)
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 }
 
@@ -669,8 +657,8 @@ func TestDBExemplarsInvalidLabels(t *testing.T) {
 	var sb labels.ScratchBuilder
 	sb.Add("trace_id", "a")
 	sb.Add("trace_id", "b")
-	bad := Exemplar{Labels: sb.Labels(), T: 30*60000 + 1, V: 1}
-	if _, err := db.AppendBatch(context.Background(), &Batch{Series: []BatchSeries{{Labels: bucket(0), Exemplars: []Exemplar{bad}}}}); err != nil {
+	bad := head.Exemplar{Labels: sb.Labels(), T: 30*60000 + 1, V: 1}
+	if _, err := db.AppendBatch(context.Background(), &head.Batch{Series: []head.BatchSeries{{Labels: bucket(0), Exemplars: []head.Exemplar{bad}}}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Flush(false); err != nil {

@@ -5,7 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/tandem-tsdb/tandem/tsdb/head"
 )
 
 const gcHour = int64(3600000)
@@ -17,6 +19,7 @@ type gcDB struct {
 	dir  string
 	now  int64
 	db   *DB
+	reg  *prometheus.Registry
 	want model
 }
 
@@ -28,10 +31,32 @@ func newGCDB(t *testing.T) *gcDB {
 }
 
 func (f *gcDB) open() {
+	f.reg = prometheus.NewRegistry()
 	f.db = openDB(f.t, f.dir, func(o *DBOptions) {
+		o.Head.Registerer = f.reg
 		o.Head.BlockRange = time.Hour
 		o.Head.Now = func() int64 { return f.now }
 	})
+}
+
+// metric returns the value of the head's gauge or counter name.
+func (f *gcDB) metric(name string) int64 {
+	f.t.Helper()
+	mfs, err := f.reg.Gather()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			m := mf.GetMetric()[0]
+			if m.GetGauge() != nil {
+				return int64(m.GetGauge().GetValue())
+			}
+			return int64(m.GetCounter().GetValue())
+		}
+	}
+	f.t.Fatalf("metric %s not registered", name)
+	return 0
 }
 
 // restart closes and reopens the DB.
@@ -48,11 +73,11 @@ func (f *gcDB) restart() {
 func (f *gcDB) appendAt(ts int64, ls ...labels.Labels) {
 	f.t.Helper()
 	f.now = ts
-	var b Batch
+	var b head.Batch
 	for i, l := range ls {
 		v := float64(ts) + float64(i)
-		b.Series = append(b.Series, BatchSeries{Labels: l, Samples: []Sample{{T: ts, V: v}}})
-		f.want.add(l, ts, v)
+		b.Series = append(b.Series, head.BatchSeries{Labels: l, Samples: []head.Sample{{T: ts, V: v}}})
+		f.want.Add(l, ts, v)
 	}
 	if res, err := f.db.AppendBatch(context.Background(), &b); err != nil || res.Err() != nil {
 		f.t.Fatal(err, res.Err())
@@ -88,24 +113,23 @@ func TestDBGCRemovesIdleGroups(t *testing.T) {
 		f.appendAt(ts, stays)
 	}
 	f.flush(false)
-	h := f.db.Head()
-	if got := h.counters.series.Load(); got != 1 {
+	if got := f.metric("tandem_head_series"); got != 1 {
 		t.Fatalf("%d series in the head after the flush, want 1 (the idle target's 2 removed)", got)
 	}
-	if got := h.counters.groups.Load(); got != 1 {
+	if got := f.metric("tandem_head_groups"); got != 1 {
 		t.Fatalf("%d groups in the head, want 1", got)
 	}
-	if n := h.index.numSeries(); n != 1 {
-		t.Fatalf("head index holds %d series, want 1", n)
+	if st, _ := f.db.Stats("", 0); st.NumSeries != 1 {
+		t.Fatalf("head index holds %d series, want 1", st.NumSeries)
 	}
-	if n := h.counters.gcSeries.Load(); n != 2 {
+	if n := f.metric("tandem_head_series_removed_total"); n != 2 {
 		t.Fatalf("tandem_head_series_removed_total = %d, want 2", n)
 	}
 	f.check()
 
 	// A restart does not bring the removed series back.
 	f.restart()
-	if got := f.db.Head().counters.series.Load(); got != 1 {
+	if got := f.metric("tandem_head_series"); got != 1 {
 		t.Fatalf("%d series in the head after a restart, want 1", got)
 	}
 	f.check()
@@ -114,7 +138,7 @@ func TestDBGCRemovesIdleGroups(t *testing.T) {
 	for ts := 5 * gcHour; ts < 5*gcHour+10*15000; ts += 15000 {
 		f.appendAt(ts, append([]labels.Labels{stays}, gone...)...)
 	}
-	if got := f.db.Head().counters.series.Load(); got != 3 {
+	if got := f.metric("tandem_head_series"); got != 3 {
 		t.Fatalf("%d series after the target returned, want 3", got)
 	}
 	f.check()
@@ -130,14 +154,14 @@ func TestDBGCKeepsActiveGroups(t *testing.T) {
 		f.appendAt(ts, series("m", "instance", "a"))
 	}
 	f.flush(false)
-	if g, s := f.db.Head().GC(f.now - gcHour); g != 0 || s != 0 {
+	if g, s := f.db.head.GC(f.now - gcHour); g != 0 || s != 0 {
 		t.Fatalf("GC removed %d groups, %d series with data in the head", g, s)
 	}
 	f.flush(true) // everything to blocks: the head is empty
-	if got := f.db.Head().counters.series.Load(); got != 1 {
+	if got := f.metric("tandem_head_series"); got != 1 {
 		t.Fatalf("a group written a moment ago was removed (%d series left)", got)
 	}
-	if g, s := f.db.Head().GC(f.now + 1); g != 1 || s != 1 {
+	if g, s := f.db.head.GC(f.now + 1); g != 1 || s != 1 {
 		t.Fatalf("GC of an empty, idle group removed %d groups, %d series; want 1, 1", g, s)
 	}
 	f.check()
@@ -159,19 +183,23 @@ func TestDBGCRemovesIdleMembers(t *testing.T) {
 	for ts := gcHour; ts < 4*gcHour; ts += 15000 {
 		f.appendAt(ts, a)
 	}
-	h := f.db.Head()
-	sb, err := h.getOrCreate(b, 0)
-	if err != nil {
-		t.Fatal(err)
+	every := func(labels.Labels) bool { return true }
+	refA, _ := f.db.ResolveHash(head.SeriesRef{}, a.Hash(), every)
+	refB, ok := f.db.ResolveHash(refA, b.Hash(), every)
+	if !ok {
+		t.Fatal("b not in the head before the flush")
 	}
 	f.flush(false)
-	if got := h.counters.series.Load(); got != 1 {
+	if got := f.metric("tandem_head_series"); got != 1 {
 		t.Fatalf("%d series in the head, want 1 (b removed)", got)
 	}
-	if !sb.removed() || sb.rawNext.Load() != nil {
-		t.Fatal("a removed series is not marked removed for ResolveNext")
+	if _, ok := f.db.ResolveHash(head.SeriesRef{}, b.Hash(), every); ok {
+		t.Fatal("a removed series is still resolved by its hash")
 	}
-	if got := h.counters.groups.Load(); got != 1 {
+	if _, ok := f.db.ResolveNext(refB, every); ok {
+		t.Fatal("a removed series still resolves a successor for ResolveNext")
+	}
+	if got := f.metric("tandem_head_groups"); got != 1 {
 		t.Fatalf("%d groups, want 1", got)
 	}
 	f.check()
@@ -179,18 +207,13 @@ func TestDBGCRemovesIdleMembers(t *testing.T) {
 	for ts := 4 * gcHour; ts < 4*gcHour+20*15000; ts += 15000 {
 		f.appendAt(ts, a, c)
 	}
-	var g *group
-	h.forEachGroup(func(x *group) { g = x })
-	g.mu.Lock()
-	cols, free := len(g.members), len(g.free)
-	g.mu.Unlock()
-	if cols != 2 || free != 0 {
-		t.Errorf("group has %d columns (%d free), want 2 (c reused b's)", cols, free)
+	if gs := f.db.GroupStats(1); gs.Groups != 1 || gs.Series != 2 {
+		t.Errorf("%d groups, %d series; want 1 and 2 (column reuse: TestGCFreedColumnReused in tsdb/head)", gs.Groups, gs.Series)
 	}
 	f.check()
 	f.restart()
 	f.check()
-	if got := f.db.Head().counters.series.Load(); got != 2 {
+	if got := f.metric("tandem_head_series"); got != 2 {
 		t.Errorf("%d series after a restart, want 2", got)
 	}
 }
@@ -201,7 +224,7 @@ func TestDBGCSeriesWithExemplars(t *testing.T) {
 	f := newGCDB(t)
 	gone := series("m_bucket", "instance", "gone", "le", "1")
 	stays := series("m_bucket", "instance", "stays", "le", "1")
-	ex := Exemplar{Labels: labels.FromStrings("trace_id", "abc"), T: 60000, V: 0.5}
+	ex := head.Exemplar{Labels: labels.FromStrings("trace_id", "abc"), T: 60000, V: 0.5}
 	for ts := int64(0); ts < 5*gcHour; ts += 15000 {
 		if ts < gcHour {
 			f.appendAt(ts, stays, gone)
@@ -209,14 +232,14 @@ func TestDBGCSeriesWithExemplars(t *testing.T) {
 			f.appendAt(ts, stays)
 		}
 		if ts == ex.T {
-			b := Batch{Series: []BatchSeries{{Labels: gone, Exemplars: []Exemplar{ex}}}}
+			b := head.Batch{Series: []head.BatchSeries{{Labels: gone, Exemplars: []head.Exemplar{ex}}}}
 			if res, err := f.db.AppendBatch(context.Background(), &b); err != nil || res.Err() != nil {
 				t.Fatal(err, res.Err())
 			}
 		}
 	}
 	f.flush(false)
-	if got := f.db.Head().counters.series.Load(); got != 1 {
+	if got := f.metric("tandem_head_series"); got != 1 {
 		t.Fatalf("%d series in the head, want 1: the series with a flushed exemplar was kept", got)
 	}
 	eq, err := f.db.ExemplarQuerier(context.Background())

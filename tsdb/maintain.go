@@ -1,20 +1,56 @@
 package tsdb
 
-// SealIdle seals the open rows of groups that received nothing for longer
-// than the open window of wall-clock time, so idle targets do not keep
-// uncompressed rows. It returns the number of rows sealed.
-func (h *Head) SealIdle() int {
-	now := h.opts.Now()
-	window := h.opts.OpenWindow.Milliseconds()
-	sealed := 0
-	h.forEachGroup(func(g *group) {
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		if len(g.aligned.open) == 0 || now-g.lastAppend < window {
+import (
+	"context"
+	"time"
+)
+
+// Defaults of the maintenance schedule (DBOptions.SealInterval, FlushInterval).
+const (
+	DefaultSealInterval  = 15 * time.Second
+	DefaultFlushInterval = time.Minute
+)
+
+// Run maintains the storage until ctx is done: every SealInterval it seals
+// the open rows of idle groups; at the first of those ticks and then every
+// FlushInterval it flushes full head ranges to blocks, compacts blocks and
+// applies retention. A failed step is logged and retried at its next turn
+// (nothing is lost: the head keeps what it could not flush).
+func (db *DB) Run(ctx context.Context) {
+	seal, flush := db.opts.SealInterval, db.opts.FlushInterval
+	if seal <= 0 {
+		seal = DefaultSealInterval
+	}
+	if flush <= 0 {
+		flush = DefaultFlushInterval
+	}
+	t := time.NewTicker(seal)
+	defer t.Stop()
+	var nextFlush time.Time // the first tick flushes
+	for {
+		select {
+		case <-ctx.Done():
 			return
+		case now := <-t.C:
+			db.head.SealIdle()
+			if now.Before(nextFlush) {
+				continue
+			}
+			nextFlush = now.Add(flush)
+			db.maintain()
 		}
-		sealed += len(g.aligned.open)
-		g.aligned.sealUpTo(g.aligned.maxT, h.cut(), func(r *row, prevHas func(int) bool) { g.onSeal(r, prevHas, &h.counters) })
-	})
-	return sealed
+	}
+}
+
+// maintain runs one flush, compaction and retention pass.
+func (db *DB) maintain() {
+	if err := db.Flush(false); err != nil {
+		db.logger.Error("flushing the head to a block failed; will retry", "err", err)
+	}
+	if err := db.Compact(); err != nil {
+		db.logger.Error("compaction failed; will retry", "err", err)
+	}
+	if err := db.ApplyRetention(); err != nil {
+		db.logger.Error("retention failed; will retry", "err", err)
+	}
 }

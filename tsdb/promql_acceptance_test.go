@@ -16,18 +16,20 @@ import (
 	"github.com/prometheus/prometheus/storage"
 
 	"github.com/tandem-tsdb/tandem/promql/pushdown"
+	"github.com/tandem-tsdb/tandem/tsdb/head"
 )
 
-func newTestHead(tb testing.TB) *Head {
+// newTestDB opens an empty DB: the acceptance suite's data stays in its head.
+func newTestDB(tb testing.TB) *DB {
 	tb.Helper()
-	opts := DefaultOptions()
+	opts := head.DefaultOptions()
 	opts.WALSyncInterval = 0
-	h, err := Open(tb.TempDir(), opts)
+	db, err := OpenDB(tb.TempDir(), DBOptions{Head: opts})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { h.Close() })
-	return h
+	tb.Cleanup(func() { db.Close() })
+	return db
 }
 
 // knownFailures lists the sections of Prometheus's PromQL acceptance suite
@@ -86,9 +88,9 @@ func splitSections(content string) (names []int, sections []string) {
 }
 
 // TestPromQLAcceptance runs Prometheus's PromQL test suite (promqltest's
-// builtin files) against tandem's head, section by section.
+// builtin files) against tandem's DB (data in the head), section by section.
 func TestPromQLAcceptance(t *testing.T) {
-	runAcceptance(t, nil, func(tb testing.TB) storage.Storage { return newTestHead(tb) }, knownFailures)
+	runAcceptance(t, nil, func(tb testing.TB) storage.Storage { return newTestDB(tb) }, knownFailures)
 }
 
 // pushdownEngine is tandem's query engine (package pushdown) with the
@@ -118,7 +120,7 @@ func pushdownEngine(t *testing.T) *pushdown.Engine {
 // TestPromQLAcceptancePushdown runs the suite through tandem's query engine
 // (with push-down) over tandem's head.
 func TestPromQLAcceptancePushdown(t *testing.T) {
-	runAcceptance(t, pushdownEngine(t), func(tb testing.TB) storage.Storage { return newTestHead(tb) }, knownFailures)
+	runAcceptance(t, pushdownEngine(t), func(tb testing.TB) storage.Storage { return newTestDB(tb) }, knownFailures)
 }
 
 // knownFailuresBlocks are the sections that fail when the data is read from

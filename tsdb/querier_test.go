@@ -11,7 +11,8 @@ import (
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 
-	"github.com/tandem-tsdb/tandem/promql/pushdown"
+	"github.com/tandem-tsdb/tandem/tsdb/fastread"
+	"github.com/tandem-tsdb/tandem/tsdb/head"
 )
 
 // TestHintLastSample: with the push-down's hint, the head's snapshot of a
@@ -19,10 +20,7 @@ import (
 // is its newest one, and everything otherwise; the newest sample read through
 // it is always the one a full read finds.
 func TestHintLastSample(t *testing.T) {
-	if pushdown.HintLastSample != HintLastSample {
-		t.Fatalf("pushdown's hint %q is not the head's %q", pushdown.HintLastSample, HintLastSample)
-	}
-	h := newTestHead(t)
+	h := newTestDB(t)
 	app := h.Appender(context.Background())
 	stale := math.Float64frombits(value.StaleNaN)
 	for ts := int64(0); ts <= 600_000; ts += 15_000 {
@@ -59,7 +57,7 @@ func TestHintLastSample(t *testing.T) {
 				lt, lv = it.At()
 				n++
 			}
-			if hints.Func == HintLastSample && n > 1 && hints.End >= 600_000 {
+			if hints.Func == fastread.HintLastSample && n > 1 && hints.End >= 600_000 {
 				t.Errorf("%s: %d samples read with the hint, want only the newest", ss.At().Labels(), n)
 			}
 			out[ss.At().Labels().Get("s")] = [2]float64{float64(lt), lv}
@@ -72,7 +70,7 @@ func TestHintLastSample(t *testing.T) {
 	for _, end := range []int64{600_000, 610_000, 450_000, 300_000, 10_000} {
 		for _, start := range []int64{end - 300_000, end - 60_000} {
 			want := newest(&storage.SelectHints{Start: start, End: end})
-			got := newest(&storage.SelectHints{Start: start, End: end, Func: HintLastSample})
+			got := newest(&storage.SelectHints{Start: start, End: end, Func: fastread.HintLastSample})
 			if len(got) != len(want) {
 				t.Fatalf("[%d, %d]: %d series with the hint, %d without", start, end, len(got), len(want))
 			}
@@ -91,10 +89,10 @@ func TestHintLastSample(t *testing.T) {
 func TestHintLastSampleTombstones(t *testing.T) {
 	db := openDB(t, t.TempDir(), nil)
 	defer db.Close()
-	var b Batch
+	var b head.Batch
 	l := series("m", "job", "j")
 	for ts := int64(0); ts <= 600_000; ts += 15_000 {
-		b.Series = append(b.Series, BatchSeries{Labels: l, Samples: []Sample{{T: ts, V: float64(ts)}}})
+		b.Series = append(b.Series, head.BatchSeries{Labels: l, Samples: []head.Sample{{T: ts, V: float64(ts)}}})
 	}
 	if _, err := db.AppendBatch(context.Background(), &b); err != nil {
 		t.Fatal(err)
@@ -107,7 +105,7 @@ func TestHintLastSampleTombstones(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	ss := q.Select(context.Background(), false, &storage.SelectHints{Start: 300_000, End: 600_000, Func: HintLastSample}, labels.MustNewMatcher(labels.MatchEqual, "__name__", "m"))
+	ss := q.Select(context.Background(), false, &storage.SelectHints{Start: 300_000, End: 600_000, Func: fastread.HintLastSample}, labels.MustNewMatcher(labels.MatchEqual, "__name__", "m"))
 	var last int64 = -1
 	for ss.Next() {
 		it := ss.At().Iterator(nil)
@@ -126,7 +124,7 @@ func TestHintLastSampleTombstones(t *testing.T) {
 func TestHintSeries(t *testing.T) {
 	db := openDB(t, t.TempDir(), nil)
 	defer db.Close()
-	var b Batch
+	var b head.Batch
 	stale := math.Float64frombits(value.StaleNaN)
 	for ts := int64(0); ts <= 600_000; ts += 15_000 {
 		for _, name := range []string{"a", "b", "c", "d"} {
@@ -137,7 +135,7 @@ func TestHintSeries(t *testing.T) {
 			case name == "c" && ts == 600_000:
 				v = stale
 			}
-			b.Series = append(b.Series, BatchSeries{Labels: series("m", "s", name, "job", "j"), Samples: []Sample{{T: ts, V: v}}})
+			b.Series = append(b.Series, head.BatchSeries{Labels: series("m", "s", name, "job", "j"), Samples: []head.Sample{{T: ts, V: v}}})
 		}
 	}
 	if _, err := db.AppendBatch(context.Background(), &b); err != nil {
@@ -163,7 +161,7 @@ func TestHintSeries(t *testing.T) {
 		return out
 	}
 	for _, r := range [][2]int64{{0, 600_000}, {350_000, 600_000}, {590_000, 700_000}, {0, 100_000}, {301_000, 399_000}, {610_000, 700_000}} {
-		want, got := names(r[0], r[1], ""), names(r[0], r[1], hintSeries)
+		want, got := names(r[0], r[1], ""), names(r[0], r[1], fastread.HintSeries)
 		if !slices.Equal(got, want) {
 			t.Errorf("[%d, %d]: series %v with the series hint, %v without", r[0], r[1], got, want)
 		}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/tandem-tsdb/tandem/compact"
 	"github.com/tandem-tsdb/tandem/tsdb/block"
+	"github.com/tandem-tsdb/tandem/tsdb/fastread"
 )
 
 // A tombstone deletes the samples of the series matching a selector in a
@@ -189,7 +190,7 @@ func (db *DB) CleanTombstones() error {
 		}
 	}
 	// Tombstones entirely before the head's data are fully applied now.
-	safe := db.head.minValid.Load()
+	safe := db.head.MinValidTime()
 	db.tombs.mu.Lock()
 	defer db.tombs.mu.Unlock()
 	keep := db.tombs.list[:0]
@@ -244,7 +245,7 @@ type tombstoneQuerier struct {
 }
 
 func (q *tombstoneQuerier) Select(ctx context.Context, sortSeries bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
-	if hints != nil && (hints.Func == HintLastSample || hints.Func == hintSeries) {
+	if hints != nil && (hints.Func == fastread.HintLastSample || hints.Func == fastread.HintSeries) {
 		// The newest sample may be deleted: the one before it is then the
 		// answer (or shows the series has samples in the range), so the
 		// head must return everything.
@@ -324,3 +325,15 @@ var (
 	_ = math.MaxInt64
 	_ = histogram.Histogram{}
 )
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
+}

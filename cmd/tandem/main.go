@@ -36,6 +36,7 @@ import (
 	"github.com/tandem-tsdb/tandem/remote"
 	"github.com/tandem-tsdb/tandem/rules"
 	"github.com/tandem-tsdb/tandem/tsdb"
+	"github.com/tandem-tsdb/tandem/tsdb/head"
 )
 
 // Build information, set with -ldflags "-X main.version=...".
@@ -114,7 +115,7 @@ func (l *stringList) Set(v string) error {
 // (make docs): a new flag needs no other code.
 func newFlagSet(c *config) *flag.FlagSet {
 	c.limits = remote.DefaultLimits()
-	def := tsdb.DefaultOptions()
+	def := head.DefaultOptions()
 	fs := flag.NewFlagSet("tandem", flag.ContinueOnError)
 	// main prints the errors and --help (to stdout); Parse prints nothing.
 	fs.SetOutput(io.Discard)
@@ -370,7 +371,7 @@ func runServer(c *config, logger *slog.Logger) error {
 			ConstLabels: prometheus.Labels{"version": version, "revision": revision, "goversion": runtime.Version()},
 		}, func() float64 { return 1 }))
 
-	opts := tsdb.DefaultOptions()
+	opts := head.DefaultOptions()
 	opts.GroupBy = splitList(c.groupBy)
 	opts.SenderLabels = splitList(c.senderLabels)
 	opts.OpenWindow = c.openWindow

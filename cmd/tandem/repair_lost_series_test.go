@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/tandem-tsdb/tandem/tsdb"
+	"github.com/tandem-tsdb/tandem/tsdb/head"
 	"github.com/tandem-tsdb/tandem/tsdb/wal"
 )
 
@@ -24,7 +25,7 @@ import (
 // longer place instead of failing on them.
 func TestTSDBRepairLostSeriesRecord(t *testing.T) {
 	data := t.TempDir()
-	opts := tsdb.DefaultOptions()
+	opts := head.DefaultOptions()
 	opts.WALSegmentSize = 2048
 	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	base := time.Now().Add(-30 * time.Minute).UnixMilli()
@@ -35,7 +36,7 @@ func TestTSDBRepairLostSeriesRecord(t *testing.T) {
 	for i := range 300 {
 		// a new series every 10 records
 		lset := labels.FromStrings("__name__", "lost", "job", "j", "instance", "i", "s", string(rune('a'+i/10)))
-		b := &tsdb.Batch{Series: []tsdb.BatchSeries{{Labels: lset, Samples: []tsdb.Sample{{T: base + int64(i)*1000, V: float64(i)}}}}}
+		b := &head.Batch{Series: []head.BatchSeries{{Labels: lset, Samples: []head.Sample{{T: base + int64(i)*1000, V: float64(i)}}}}}
 		if _, err := db.AppendBatch(context.Background(), b); err != nil {
 			t.Fatal(err)
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/tandem-tsdb/tandem/tsdb"
+	"github.com/tandem-tsdb/tandem/tsdb/head"
 	"github.com/tandem-tsdb/tandem/tsdb/wal"
 )
 
@@ -236,7 +237,7 @@ func TestTSDBRepairRefusesLockedDir(t *testing.T) {
 // tsdb repair` it starts with every sample but those of the damaged record.
 func TestTSDBRepairHeadStarts(t *testing.T) {
 	data := t.TempDir()
-	opts := tsdb.DefaultOptions()
+	opts := head.DefaultOptions()
 	opts.WALSegmentSize = 2048
 	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	lset := labels.FromStrings("__name__", "repair_test", "job", "j", "instance", "i")
@@ -248,7 +249,7 @@ func TestTSDBRepairHeadStarts(t *testing.T) {
 	}
 	for i := range n {
 		// One record per batch; the series is defined in the first one.
-		b := &tsdb.Batch{Series: []tsdb.BatchSeries{{Labels: lset, Samples: []tsdb.Sample{{T: base + int64(i)*1000, V: float64(i)}}}}}
+		b := &head.Batch{Series: []head.BatchSeries{{Labels: lset, Samples: []head.Sample{{T: base + int64(i)*1000, V: float64(i)}}}}}
 		if _, err := db.AppendBatch(context.Background(), b); err != nil {
 			t.Fatal(err)
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tandem-tsdb/tandem/promql/pushdown"
 	"github.com/tandem-tsdb/tandem/tsdb"
+	"github.com/tandem-tsdb/tandem/tsdb/head"
 	"github.com/tandem-tsdb/tandem/workload"
 )
 
@@ -73,7 +74,7 @@ func BenchmarkQueries(b *testing.B) {
 // generator and flushes what a running tandem would have flushed.
 func loadWorkload(b *testing.B, targets, scrapes int) (*tsdb.DB, time.Time, time.Time) {
 	b.Helper()
-	opts := tsdb.DBOptions{Head: tsdb.DefaultOptions()}
+	opts := tsdb.DBOptions{Head: head.DefaultOptions()}
 	opts.Head.WALSyncInterval = 0
 	db, err := tsdb.OpenDB(b.TempDir(), opts)
 	if err != nil {
@@ -87,10 +88,10 @@ func loadWorkload(b *testing.B, targets, scrapes int) (*tsdb.DB, time.Time, time
 	}
 	var last int64
 	for round := gen.Next(); round != nil; round = gen.Next() {
-		var batch tsdb.Batch
+		var batch head.Batch
 		for _, sc := range round {
 			for _, s := range sc.Samples {
-				batch.Series = append(batch.Series, tsdb.BatchSeries{Labels: s.Labels, Samples: []tsdb.Sample{{T: sc.T, V: s.V}}})
+				batch.Series = append(batch.Series, head.BatchSeries{Labels: s.Labels, Samples: []head.Sample{{T: sc.T, V: s.V}}})
 			}
 			last = max(last, sc.T)
 		}

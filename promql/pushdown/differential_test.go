@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/prometheus/util/teststorage"
 
 	"github.com/tandem-tsdb/tandem/tsdb"
+	"github.com/tandem-tsdb/tandem/tsdb/head"
 )
 
 // The differential tests compare the push-down engine with Prometheus's
@@ -831,7 +832,7 @@ func differentialRun(t *testing.T, r diffRun) diffStats {
 	prom := teststorage.New(t)
 	loadDiffData(t, prom, data)
 
-	hopts := tsdb.DefaultOptions()
+	hopts := head.DefaultOptions()
 	hopts.WALSyncInterval = 0
 	hopts.Now = func() int64 { return 1 << 50 }
 	head, err := tsdb.OpenDB(t.TempDir(), tsdb.DBOptions{Head: hopts})
@@ -991,7 +992,7 @@ func TestLookbackAndStats(t *testing.T) {
 	}
 	prom := teststorage.New(t)
 	loadDiffData(t, prom, data)
-	hopts := tsdb.DefaultOptions()
+	hopts := head.DefaultOptions()
 	hopts.WALSyncInterval = 0
 	hopts.Now = func() int64 { return 1 << 50 }
 	db, err := tsdb.OpenDB(t.TempDir(), tsdb.DBOptions{Head: hopts})

@@ -19,6 +19,8 @@ import (
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/prometheus/prometheus/util/annotations"
 	"github.com/prometheus/prometheus/util/kahansum"
+
+	"github.com/tandem-tsdb/tandem/tsdb/fastread"
 )
 
 // errUnsupported reports data this package does not evaluate (native
@@ -96,7 +98,7 @@ func evalNode(ctx context.Context, q storage.Queryable, n *node, g grid) ([]synt
 		if g.step == 0 {
 			// One instant: only each series' newest sample at or before the
 			// time matters (tandem's head then snapshots just that one).
-			hints.Func = HintLastSample
+			hints.Func = fastread.HintLastSample
 		}
 	}
 	ss := querier.Select(ctx, false, hints, n.sel.LabelMatchers...)
@@ -187,12 +189,6 @@ func evalNode(ctx context.Context, q storage.Queryable, n *node, g grid) ([]synt
 	}
 	return out, annos, nil
 }
-
-// HintLastSample is the Select hint (SelectHints.Func) of an instant
-// selector read at one time: only each series' newest sample at or before End
-// matters. It equals tsdb.HintLastSample (tsdb's tests import this package,
-// so it cannot import tsdb); other storages ignore it.
-const HintLastSample = "tandem_last_sample"
 
 // maxOutputPoints and perSeriesMaxPoints bound the output (groups × steps)
 // of a node evaluated here: accumulators take 40 bytes per point (and per
@@ -315,7 +311,7 @@ func (w *worker) runSeries(ctx context.Context, series []storage.Series, of []in
 // markers, as the engine's matrix selector does.
 func (w *worker) load(s storage.Series) error {
 	w.ts, w.vs = w.ts[:0], w.vs[:0]
-	if fa, ok := s.(floatAppender); ok {
+	if fa, ok := s.(fastread.FloatAppender); ok {
 		var err error
 		w.ts, w.vs, err = fa.AppendFloats(w.ts, w.vs, w.mint+1, w.maxt)
 		if w.n.fn != "" {
@@ -363,13 +359,6 @@ func (w *worker) dropStale() {
 		}
 	}
 	w.ts, w.vs = w.ts[:j], w.vs[:j]
-}
-
-// floatAppender is implemented by series of storages (tandem's) that append
-// their float samples in [mint, maxt] to slices faster than an iterator
-// yields them; it has no native histograms to report.
-type floatAppender interface {
-	AppendFloats(ts []int64, vs []float64, mint, maxt int64) ([]int64, []float64, error)
 }
 
 // instant evaluates a bare selector at every step: the latest sample within

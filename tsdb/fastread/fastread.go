@@ -1,0 +1,42 @@
+// Package fastread is the contract between tandem's storage and its query
+// layer beyond storage.Querier: the Select hints with which a caller says it
+// reads less than whole series, and the interface of series that decode
+// their samples column by column. The storage (tsdb, tsdb/head) implements
+// it; the push-down evaluator (promql/pushdown) uses it when present and
+// falls back to Prometheus's interfaces otherwise, so other storages work
+// unchanged.
+package fastread
+
+import "github.com/prometheus/prometheus/tsdb/chunkenc"
+
+// HintLastSample, as storage.SelectHints.Func, says that the caller reads
+// only the newest sample at or before End of each series (an instant
+// selector evaluated at one time); storages may return series holding only
+// that sample. Other storages ignore it.
+const HintLastSample = "tandem_last_sample"
+
+// HintSeries is the storage.SelectHints.Func of Prometheus's HTTP API when it
+// reads only the labels of the selected series.
+const HintSeries = "series"
+
+// FloatAppender is implemented by the series tandem's queriers return: it
+// appends the series' float samples in [mint, maxt] (within the range the
+// series was selected for) to ts and vs, in time order, decoding column by
+// column instead of sample by sample through an iterator.
+type FloatAppender interface {
+	AppendFloats(ts []int64, vs []float64, mint, maxt int64) ([]int64, []float64, error)
+}
+
+// AppendIter appends what it yields in [mint, maxt] to ts and vs: the
+// FloatAppender of a series that has only an iterator, or of one whose
+// fast path does not apply.
+func AppendIter(it chunkenc.Iterator, ts []int64, vs []float64, mint, maxt int64) ([]int64, []float64, error) {
+	for vt := it.Seek(mint); vt != chunkenc.ValNone; vt = it.Next() {
+		t, v := it.At()
+		if t > maxt {
+			break
+		}
+		ts, vs = append(ts, t), append(vs, v)
+	}
+	return ts, vs, it.Err()
+}

@@ -1,0 +1,256 @@
+package head
+
+import (
+	"slices"
+	"sort"
+	"sync"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/tsdb/index"
+
+	"github.com/tandem-tsdb/tandem/tsdb/internal/sorted"
+)
+
+// memIndex is the head's inverted index: label name → value → sorted series refs.
+// It is written only when a series is created or removed, never per sample.
+type memIndex struct {
+	mu       sync.RWMutex
+	postings map[string]map[string]*postingList
+	all      postingList // every series ref
+}
+
+func newMemIndex() *memIndex {
+	return &memIndex{postings: map[string]map[string]*postingList{}}
+}
+
+func (ix *memIndex) add(ref uint64, lset labels.Labels) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	ix.all.add(ref)
+	lset.Range(func(l labels.Label) {
+		vals := ix.postings[l.Name]
+		if vals == nil {
+			vals = map[string]*postingList{}
+			ix.postings[l.Name] = vals
+		}
+		pl := vals[l.Value]
+		if pl == nil {
+			pl = &postingList{}
+			vals[l.Value] = pl
+		}
+		pl.add(ref)
+	})
+}
+
+// remove drops the series in removed (ref → labels) from the index, each
+// list they are in rewritten once.
+func (ix *memIndex) remove(removed map[uint64]labels.Labels) {
+	if len(removed) == 0 {
+		return
+	}
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	drop := func(ref uint64) bool { _, ok := removed[ref]; return ok }
+	ix.all.removeIf(drop)
+	type pair struct{ name, value string }
+	lists := map[pair]bool{}
+	for _, lset := range removed {
+		lset.Range(func(l labels.Label) { lists[pair{l.Name, l.Value}] = true })
+	}
+	for p := range lists {
+		vals := ix.postings[p.name]
+		pl := vals[p.value]
+		if pl == nil {
+			continue
+		}
+		if pl.removeIf(drop); pl.n > 0 {
+			continue
+		}
+		delete(vals, p.value)
+		if len(vals) == 0 {
+			delete(ix.postings, p.name)
+		}
+	}
+}
+
+// numSeries returns the number of indexed series.
+func (ix *memIndex) numSeries() int {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.all.n
+}
+
+// valuesMatching returns the union of postings of name's values accepted by
+// m, a new slice.
+func (ix *memIndex) valuesMatching(m *labels.Matcher, accept bool) []uint64 {
+	vals := ix.postings[m.Name]
+	if len(vals) == 0 {
+		return nil
+	}
+	if accept && m.Type == labels.MatchEqual {
+		if pl := vals[m.Value]; pl != nil {
+			return pl.appendTo(nil)
+		}
+		return nil
+	}
+	var lists []*postingList
+	if set := m.SetMatches(); accept && m.Type == labels.MatchRegexp && len(set) > 0 {
+		for _, v := range set {
+			if pl := vals[v]; pl != nil {
+				lists = append(lists, pl)
+			}
+		}
+	} else {
+		for v, pl := range vals {
+			if m.Matches(v) == accept {
+				lists = append(lists, pl)
+			}
+		}
+	}
+	return mergeLists(lists)
+}
+
+// postingsFor returns the sorted refs of series matching all matchers, with
+// Prometheus's semantics: a missing label equals the empty string.
+func (ix *memIndex) postingsFor(ms ...*labels.Matcher) []uint64 {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	var (
+		result []uint64
+		have   bool
+	)
+	// Matchers that do not match "" select series; those that do only exclude.
+	for _, m := range ms {
+		if m.Matches("") {
+			continue
+		}
+		l := ix.valuesMatching(m, true)
+		if !have {
+			result, have = l, true
+		} else {
+			result = sorted.Intersect(result[:0], result, l) // in place: result is ours
+		}
+		if len(result) == 0 {
+			return nil
+		}
+	}
+	if !have {
+		result = ix.all.appendTo(nil)
+	}
+	for _, m := range ms {
+		if !m.Matches("") {
+			continue
+		}
+		// Remove series that carry the label with a value the matcher rejects.
+		result = subtract(result, ix.valuesMatching(m, false))
+		if len(result) == 0 {
+			return nil
+		}
+	}
+	return result
+}
+
+// labelNames returns all label names, sorted.
+func (ix *memIndex) labelNames() []string {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	names := make([]string, 0, len(ix.postings))
+	for n, vals := range ix.postings {
+		if len(vals) > 0 {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+// labelValues returns the values of a label name, sorted.
+func (ix *memIndex) labelValues(name string) []string {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	vals := ix.postings[name]
+	out := make([]string, 0, len(vals))
+	for v := range vals {
+		out = append(out, v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// stats computes cardinality statistics in Prometheus's format for /api/v1/status/tsdb.
+func (ix *memIndex) stats(label string, limit int) *index.PostingsStats {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	top := func(s []index.Stat) []index.Stat {
+		sort.Slice(s, func(i, j int) bool {
+			if s[i].Count != s[j].Count {
+				return s[i].Count > s[j].Count
+			}
+			return s[i].Name < s[j].Name
+		})
+		if len(s) > limit {
+			s = s[:limit]
+		}
+		return s
+	}
+	var metrics, labelsCard, sizes, pairs []index.Stat
+	numPairs := 0
+	for name, vals := range ix.postings {
+		var size uint64
+		for v, pl := range vals {
+			numPairs++
+			size += uint64(len(v)) * uint64(pl.n)
+			pairs = append(pairs, index.Stat{Name: name + "=" + v, Count: uint64(pl.n)})
+			if name == label {
+				metrics = append(metrics, index.Stat{Name: v, Count: uint64(pl.n)})
+			}
+		}
+		labelsCard = append(labelsCard, index.Stat{Name: name, Count: uint64(len(vals))})
+		sizes = append(sizes, index.Stat{Name: name, Count: size})
+	}
+	return &index.PostingsStats{
+		CardinalityMetricsStats: top(metrics),
+		CardinalityLabelStats:   top(labelsCard),
+		LabelValueStats:         top(sizes),
+		LabelValuePairsStats:    top(pairs),
+		NumLabelPairs:           numPairs,
+	}
+}
+
+func subtract(a, b []uint64) []uint64 {
+	if len(b) == 0 {
+		return a
+	}
+	out := make([]uint64, 0, len(a))
+	j := 0
+	for _, x := range a {
+		for j < len(b) && b[j] < x {
+			j++
+		}
+		if j < len(b) && b[j] == x {
+			continue
+		}
+		out = append(out, x)
+	}
+	return out
+}
+
+// mergeLists returns the sorted union of posting lists, a new slice.
+func mergeLists(lists []*postingList) []uint64 {
+	n := 0
+	for _, pl := range lists {
+		n += pl.n
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]uint64, 0, n)
+	for _, pl := range lists {
+		out = pl.appendTo(out)
+	}
+	if len(lists) > 1 {
+		slices.Sort(out)
+		out = slices.Compact(out)
+	}
+	return out
+}

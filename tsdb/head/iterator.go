@@ -1,0 +1,404 @@
+package head
+
+import (
+	"encoding/binary"
+	"math"
+	"math/bits"
+
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+
+	"github.com/tandem-tsdb/tandem/tsdb/encoding"
+)
+
+// partIterator walks one list of parts of a member, trimmed to [mint, maxt].
+// It decodes the shared timestamp column alongside the member's value column
+// and skips rows where the member is absent.
+type partIterator struct {
+	d     *seriesData
+	parts []part
+	p     int // current part
+	t     int64
+	v     float64
+	err   error
+	done  bool
+
+	// Current chunk part.
+	ts      encoding.TSDecoder
+	tss     []int64 // the part's decoded timestamps, when shared; else ts decodes them
+	vals    valDecoder
+	col     *colData
+	bits    []uint64 // the column's presence bitmap; nil when contiguous
+	row     int      // rows of the timestamp column consumed
+	next    int      // next present row index to yield
+	left    int      // values left in the column
+	inChunk bool
+
+	// Current sample part.
+	si int
+}
+
+func (it *partIterator) reset(d *seriesData, parts []part) {
+	*it = partIterator{d: d, parts: parts, p: -1}
+}
+
+// openPart moves to part p; false when there are no more.
+func (it *partIterator) openPart(p int) bool {
+	it.p = p
+	it.inChunk = false
+	if p >= len(it.parts) {
+		it.done = true
+		return false
+	}
+	pt := &it.parts[p]
+	if pt.c == nil {
+		it.si = -1
+		return true
+	}
+	it.col = pt.c.col(pt.col)
+	if it.col == nil {
+		return it.openPart(p + 1)
+	}
+	it.inChunk = true
+	it.tss = pt.tss
+	if it.tss == nil {
+		it.ts.Reset(pt.c.ts, pt.c.rows)
+	}
+	it.vals.reset(pt.c, it.col)
+	it.bits = pt.c.presence(it.col)
+	it.row = 0
+	it.left = int(it.col.n)
+	it.next = int(it.col.first)
+	return true
+}
+
+// nextPresent returns the first row >= from where a column with presence
+// bitmap bm (nil: every row from its first on) has a value, -1 if none.
+func nextPresent(bm []uint64, from int) int {
+	if bm == nil {
+		return from
+	}
+	w := from >> 6
+	if w >= len(bm) {
+		return -1
+	}
+	word := bm[w] &^ (1<<(uint(from)&63) - 1)
+	for word == 0 {
+		w++
+		if w >= len(bm) {
+			return -1
+		}
+		word = bm[w]
+	}
+	return w<<6 + bits.TrailingZeros64(word)
+}
+
+// valDecoder decodes a frozen column's values whatever their encoding.
+type valDecoder struct {
+	kind colKind
+	xor  encoding.XORDecoder
+	dec  encoding.DecimalDecoder
+	cv   float64 // colConst: the value
+	left int     // colConst: values left
+	err  error
+}
+
+func (d *valDecoder) reset(c *chunk, cd *colData) {
+	d.kind, d.err = cd.kind, nil
+	b := c.vals(cd)
+	switch cd.kind {
+	case colConst:
+		d.left = int(cd.n)
+		if len(b) != 8 {
+			d.err, d.left = errCorruptPresence, 0
+			return
+		}
+		d.cv = math.Float64frombits(binary.LittleEndian.Uint64(b))
+	case colDecimal:
+		d.dec.Reset(b, int(cd.n))
+	default:
+		d.xor.Reset(b, int(cd.n))
+	}
+}
+
+func (d *valDecoder) next() bool {
+	switch d.kind {
+	case colConst:
+		if d.left == 0 {
+			return false
+		}
+		d.left--
+		return true
+	case colDecimal:
+		return d.dec.Next()
+	default:
+		return d.xor.Next()
+	}
+}
+
+func (d *valDecoder) at() float64 {
+	switch d.kind {
+	case colConst:
+		return d.cv
+	case colDecimal:
+		return d.dec.At()
+	default:
+		return d.xor.At()
+	}
+}
+
+func (d *valDecoder) error() error {
+	switch {
+	case d.err != nil:
+		return d.err
+	case d.kind == colDecimal:
+		return d.dec.Err()
+	case d.kind == colXOR:
+		return d.xor.Err()
+	}
+	return nil
+}
+
+// step advances one sample regardless of range; false at the end.
+func (it *partIterator) step() bool {
+	for !it.done {
+		if it.p < 0 {
+			if !it.openPart(0) {
+				return false
+			}
+		}
+		if it.inChunk {
+			if it.left == 0 {
+				it.openPart(it.p + 1)
+				continue
+			}
+			r := nextPresent(it.bits, it.next)
+			if r < 0 {
+				it.err = errCorruptPresence
+				it.done = true
+				return false
+			}
+			if it.tss != nil {
+				if r >= len(it.tss) {
+					it.err = errCorruptPresence
+					it.done = true
+					return false
+				}
+				it.t = it.tss[r]
+			}
+			for it.tss == nil && it.row <= r {
+				if !it.ts.Next() {
+					it.err = it.ts.Err()
+					if it.err == nil {
+						it.err = errCorruptPresence
+					}
+					it.done = true
+					return false
+				}
+				it.row++
+			}
+			if !it.vals.next() {
+				it.err = it.vals.error()
+				if it.err == nil {
+					it.err = errCorruptPresence
+				}
+				it.done = true
+				return false
+			}
+			if it.tss == nil {
+				it.t = it.ts.At()
+			}
+			it.v = it.vals.at()
+			it.next = r + 1
+			it.left--
+			return true
+		}
+		pt := &it.parts[it.p]
+		it.si++
+		if it.si >= len(pt.samples) {
+			it.openPart(it.p + 1)
+			continue
+		}
+		it.t, it.v = pt.samples[it.si].T, pt.samples[it.si].V
+		return true
+	}
+	return false
+}
+
+// Next implements chunkenc.Iterator.
+func (it *partIterator) Next() chunkenc.ValueType {
+	for it.step() {
+		if it.t < it.d.mint {
+			continue
+		}
+		if it.t > it.d.maxt {
+			it.done = true
+			return chunkenc.ValNone
+		}
+		return chunkenc.ValFloat
+	}
+	return chunkenc.ValNone
+}
+
+// Seek implements chunkenc.Iterator.
+func (it *partIterator) Seek(t int64) chunkenc.ValueType {
+	if it.done {
+		return chunkenc.ValNone
+	}
+	if it.p >= 0 && it.t >= t && it.t >= it.d.mint {
+		return chunkenc.ValFloat
+	}
+	if t < it.d.mint {
+		t = it.d.mint
+	}
+	// Skip whole parts that end before t.
+	for {
+		np := it.p + 1
+		if np >= len(it.parts) {
+			break
+		}
+		if pt := &it.parts[np]; pt.c != nil && pt.c.minT <= t || pt.c == nil && len(pt.samples) > 0 && pt.samples[0].T <= t {
+			if !it.openPart(np) {
+				return chunkenc.ValNone
+			}
+			continue
+		}
+		break
+	}
+	for it.step() {
+		if it.t < t {
+			continue
+		}
+		if it.t > it.d.maxt {
+			it.done = true
+			return chunkenc.ValNone
+		}
+		return chunkenc.ValFloat
+	}
+	return chunkenc.ValNone
+}
+
+// seriesIterator merges a member's streams in time order: its samples in
+// the group's shared table, in its own table and those accepted out of order.
+type seriesIterator struct {
+	st      [3]partIterator
+	ok      [3]bool // the stream has a current sample
+	n       int     // streams in use
+	started bool
+	cur     *partIterator
+}
+
+var _ chunkenc.Iterator = (*seriesIterator)(nil)
+
+func newSeriesIterator(d *seriesData) *seriesIterator {
+	it := &seriesIterator{}
+	it.reset(d)
+	return it
+}
+
+func (it *seriesIterator) reset(d *seriesData) {
+	it.st[0].reset(d, d.parts)
+	it.n = 1
+	if len(d.own) > 0 {
+		it.st[it.n].reset(d, d.own)
+		it.n++
+	}
+	if len(d.late) > 0 {
+		it.st[it.n].reset(d, []part{{samples: d.late}})
+		it.n++
+	}
+	it.ok, it.started, it.cur = [3]bool{}, false, &it.st[0]
+}
+
+// pick makes the stream with the smallest current timestamp current; a
+// timestamp present in several streams (never stored so) is yielded once.
+func (it *seriesIterator) pick() chunkenc.ValueType {
+	best := -1
+	for i := 0; i < it.n; i++ {
+		if !it.ok[i] {
+			continue
+		}
+		if best < 0 || it.st[i].t < it.st[best].t {
+			best = i
+		}
+	}
+	if best < 0 {
+		return chunkenc.ValNone
+	}
+	for i := 0; i < it.n; i++ {
+		if i != best && it.ok[i] && it.st[i].t == it.st[best].t {
+			it.ok[i] = it.st[i].Next() != chunkenc.ValNone
+		}
+	}
+	it.cur = &it.st[best]
+	return chunkenc.ValFloat
+}
+
+// Next implements chunkenc.Iterator.
+func (it *seriesIterator) Next() chunkenc.ValueType {
+	if it.n == 1 {
+		return it.st[0].Next()
+	}
+	if !it.started {
+		it.started = true
+		for i := 0; i < it.n; i++ {
+			it.ok[i] = it.st[i].Next() != chunkenc.ValNone
+		}
+		return it.pick()
+	}
+	for i := 0; i < it.n; i++ {
+		if &it.st[i] == it.cur {
+			it.ok[i] = it.ok[i] && it.st[i].Next() != chunkenc.ValNone
+		}
+	}
+	return it.pick()
+}
+
+// Seek implements chunkenc.Iterator.
+func (it *seriesIterator) Seek(t int64) chunkenc.ValueType {
+	if it.n == 1 {
+		return it.st[0].Seek(t)
+	}
+	if !it.started {
+		it.started = true
+		for i := 0; i < it.n; i++ {
+			it.ok[i] = it.st[i].Seek(t) != chunkenc.ValNone
+		}
+		return it.pick()
+	}
+	for i := 0; i < it.n; i++ {
+		if it.ok[i] && it.st[i].t < t {
+			it.ok[i] = it.st[i].Seek(t) != chunkenc.ValNone
+		}
+	}
+	return it.pick()
+}
+
+// At implements chunkenc.Iterator.
+func (it *seriesIterator) At() (int64, float64) { return it.cur.t, it.cur.v }
+
+// AtHistogram implements chunkenc.Iterator; the head holds floats only.
+func (it *seriesIterator) AtHistogram(*histogram.Histogram) (int64, *histogram.Histogram) {
+	return it.cur.t, nil
+}
+
+// AtFloatHistogram implements chunkenc.Iterator; the head holds floats only.
+func (it *seriesIterator) AtFloatHistogram(*histogram.FloatHistogram) (int64, *histogram.FloatHistogram) {
+	return it.cur.t, nil
+}
+
+// AtT implements chunkenc.Iterator.
+func (it *seriesIterator) AtT() int64 { return it.cur.t }
+
+// AtST implements chunkenc.Iterator; start timestamps are not stored yet.
+func (it *seriesIterator) AtST() int64 { return 0 }
+
+// Err implements chunkenc.Iterator.
+func (it *seriesIterator) Err() error {
+	for i := 0; i < it.n; i++ {
+		if err := it.st[i].err; err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,331 @@
+package head
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"sort"
+	"sync"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+	"github.com/prometheus/prometheus/util/annotations"
+	"github.com/tandem-tsdb/tandem/tsdb/fastread"
+	"github.com/tandem-tsdb/tandem/tsdb/internal/results"
+)
+
+// Querier returns a storage.Querier over the head for [mint, maxt].
+func (h *Head) Querier(mint, maxt int64) (storage.Querier, error) {
+	return &querier{h: h, mint: mint, maxt: maxt}, nil
+}
+
+type querier struct {
+	h          *Head
+	mint, maxt int64
+}
+
+// Select returns the series matching ms with their samples in the hinted range.
+func (q *querier) Select(ctx context.Context, sortSeries bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
+	mint, maxt := q.mint, q.maxt
+	limit := 0
+	lastOnly := false
+	if hints != nil {
+		mint, maxt = max(mint, hints.Start), min(maxt, hints.End)
+		limit = hints.Limit
+		// The HTTP API's series and label calls ask only which series have
+		// samples in the range: the newest sample answers that too.
+		lastOnly = hints.Func == fastread.HintLastSample || hints.Func == fastread.HintSeries
+	}
+	refs := q.h.index.postingsFor(ms...)
+	list := make([]*memSeries, 0, len(refs))
+	for _, ref := range refs {
+		if s := q.h.seriesByRef(ref); s != nil {
+			list = append(list, s)
+		}
+	}
+	// Snapshot group by group: one lock acquisition per group.
+	sortByGroup(list)
+	out, err := snapshotAll(ctx, list, mint, maxt, lastOnly)
+	if err != nil {
+		var sp *snapshotPanic
+		if errors.As(err, &sp) {
+			q.h.logger.Error("head snapshot panicked: the query fails, the process goes on", "panic", fmt.Sprint(sp.val), "stack", string(sp.stack))
+		}
+		return storage.ErrSeriesSet(err)
+	}
+	if sortSeries || limit > 0 {
+		sort.Slice(out, func(i, j int) bool { return labels.Compare(out[i].lset, out[j].lset) < 0 })
+	}
+	var warn annotations.Annotations
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+		warn.Add(results.ErrLimitTruncated)
+	}
+	return &seriesSet{list: out, i: -1, warn: warn}
+}
+
+// sortByGroup orders list by group (creation order), then column: the sort
+// compares keys copied out of the series, not the series through pointers.
+func sortByGroup(list []*memSeries) {
+	type keyed struct {
+		g, col int64
+		s      *memSeries
+	}
+	ks := make([]keyed, len(list))
+	sorted := true
+	for i, s := range list {
+		ks[i] = keyed{int64(s.g.id), int64(s.col), s}
+		if i > 0 && (ks[i].g < ks[i-1].g || ks[i].g == ks[i-1].g && ks[i].col < ks[i-1].col) {
+			sorted = false
+		}
+	}
+	if sorted {
+		return
+	}
+	slices.SortFunc(ks, func(a, b keyed) int {
+		if a.g != b.g {
+			return cmp.Compare(a.g, b.g)
+		}
+		return cmp.Compare(a.col, b.col)
+	})
+	for i := range ks {
+		list[i] = ks[i].s
+	}
+}
+
+// parallelSnapshotMin is the selection size from which snapshots are taken
+// on several goroutines, each a run of whole groups.
+const parallelSnapshotMin = 4096
+
+// snapshotAll snapshots list (sorted by group) in that order, group by group
+// under each group's lock.
+// A panic while snapshotting becomes the error (a *snapshotPanic) of the
+// query: on another goroutine nothing else would recover it, and the
+// process would end.
+func snapshotAll(ctx context.Context, list []*memSeries, mint, maxt int64, lastOnly bool) (_ []*headSeries, err error) {
+	p := runtime.GOMAXPROCS(0)
+	if p < 2 || len(list) < parallelSnapshotMin {
+		defer recoverSnapshot(&err)
+		return snapshotRun(ctx, list, mint, maxt, lastOnly)
+	}
+	p = min(p, 4)
+	// Cut at group boundaries near equal shares.
+	var cuts []int
+	for k := 1; k < p; k++ {
+		c := max(k*len(list)/p, 1)
+		for c < len(list) && list[c].g == list[c-1].g {
+			c++
+		}
+		if c < len(list) && (len(cuts) == 0 || c > cuts[len(cuts)-1]) {
+			cuts = append(cuts, c)
+		}
+	}
+	bounds := append(append([]int{0}, cuts...), len(list))
+	parts := make([][]*headSeries, len(bounds)-1)
+	errs := make([]error, len(parts))
+	var wg sync.WaitGroup
+	for i := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer recoverSnapshot(&errs[i])
+			parts[i], errs[i] = snapshotRun(ctx, list[bounds[i]:bounds[i+1]], mint, maxt, lastOnly)
+		}()
+	}
+	wg.Wait()
+	n := 0
+	for i := range parts {
+		if errs[i] != nil {
+			return nil, errs[i]
+		}
+		n += len(parts[i])
+	}
+	out := make([]*headSeries, 0, n)
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out, nil
+}
+
+// snapshotRun snapshots list (sorted by group), one lock acquisition per group.
+func snapshotRun(ctx context.Context, list []*memSeries, mint, maxt int64, lastOnly bool) ([]*headSeries, error) {
+	out := make([]*headSeries, 0, len(list))
+	var last []headSeries // lastOnly: the one-sample snapshots, in one allocation
+	if lastOnly {
+		last = make([]headSeries, 0, len(list))
+	}
+	for i := 0; i < len(list); {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		g := list[i].g
+		// Several members of one group share its decoded timestamps.
+		var shared *snapCache
+		if i+1 < len(list) && list[i+1].g == g {
+			shared = newSnapCache()
+		}
+		// The group is unlocked even if snapshotting it panics.
+		func() {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			if snapshotGroupHook != nil {
+				snapshotGroupHook(g)
+			}
+			for ; i < len(list) && list[i].g == g; i++ {
+				if lastOnly {
+					if one, in, ok := list[i].lastSample(mint, maxt); ok {
+						if in {
+							last = append(last, headSeries{lset: list[i].lset, one: one, mint: mint, maxt: maxt})
+							out = append(out, &last[len(last)-1])
+						}
+						continue
+					}
+				}
+				if d := g.snapshotShared(list[i], mint, maxt, shared); !d.empty() {
+					out = append(out, &headSeries{lset: list[i].lset, d: d})
+				}
+			}
+		}()
+	}
+	return out, nil
+}
+
+// snapshotGroupHook, when set (by tests), runs with each group locked before
+// snapshotRun reads it.
+var snapshotGroupHook func(*group)
+
+// snapshotPanic is the error of a head snapshot that panicked.
+type snapshotPanic struct {
+	val   any    // what was passed to panic
+	stack []byte // where
+}
+
+func (p *snapshotPanic) Error() string { return fmt.Sprintf("head snapshot panicked: %v", p.val) }
+
+// recoverSnapshot, deferred, turns a panic into *err.
+func recoverSnapshot(err *error) {
+	if r := recover(); r != nil {
+		*err = &snapshotPanic{val: r, stack: debug.Stack()}
+	}
+}
+
+// lastSample returns s's newest sample and whether it is at or after mint,
+// when that sample is the newest at or before maxt; false when a full
+// snapshot is needed. Called with s.g.mu held.
+func (s *memSeries) lastSample(mint, maxt int64) (one Sample, in, ok bool) {
+	if s.removed() || s.lastT > maxt {
+		return Sample{}, false, false
+	}
+	if n := len(s.late()); n > 0 && s.late()[n-1].T >= s.lastT {
+		return Sample{}, false, false
+	}
+	return Sample{T: s.lastT, V: s.lastV}, s.lastT >= mint, true
+}
+
+// holdsRange reports whether the head has samples in the querier's range.
+// Like Prometheus's head index reader, label names and values come from every
+// series of the head when it does, and there are none when it does not (e.g.
+// a range before any data, or an empty head after a flush).
+func (q *querier) holdsRange() bool {
+	return q.maxt >= q.h.minT.Load() && q.mint <= q.h.maxT.Load()
+}
+
+// LabelValues returns the sorted values of a label among series matching ms.
+func (q *querier) LabelValues(ctx context.Context, name string, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+	var vals []string
+	switch {
+	case !q.holdsRange():
+		vals = []string{}
+	case len(ms) == 0:
+		vals = q.h.index.labelValues(name)
+	default:
+		set := map[string]struct{}{}
+		for _, ref := range q.h.index.postingsFor(ms...) {
+			if s := q.h.seriesByRef(ref); s != nil {
+				if v := s.lset.Get(name); v != "" {
+					set[v] = struct{}{}
+				}
+			}
+		}
+		vals = make([]string, 0, len(set))
+		for v := range set {
+			vals = append(vals, v)
+		}
+		sort.Strings(vals)
+	}
+	return results.ApplyLimit(vals, hints)
+}
+
+// LabelNames returns the sorted label names among series matching ms.
+func (q *querier) LabelNames(ctx context.Context, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+	var names []string
+	switch {
+	case !q.holdsRange():
+		names = []string{}
+	case len(ms) == 0:
+		names = q.h.index.labelNames()
+	default:
+		set := map[string]struct{}{}
+		for _, ref := range q.h.index.postingsFor(ms...) {
+			if s := q.h.seriesByRef(ref); s != nil {
+				s.lset.Range(func(l labels.Label) { set[l.Name] = struct{}{} })
+			}
+		}
+		names = make([]string, 0, len(set))
+		for n := range set {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+	}
+	return results.ApplyLimit(names, hints)
+}
+
+// Close implements storage.Querier.
+func (q *querier) Close() error { return nil }
+
+// headSeries is one selected series with its data snapshot.
+type headSeries struct {
+	lset labels.Labels
+	d    *seriesData // nil: the series is the one sample below (lastSample)
+	one  Sample
+	// mint and maxt bound the one sample's snapshot.
+	mint, maxt int64
+}
+
+// data returns the series' snapshot; a one-sample series makes one (not
+// kept: a series may be read by several goroutines).
+func (s *headSeries) data() *seriesData {
+	if s.d == nil {
+		return &seriesData{mint: s.mint, maxt: s.maxt, parts: []part{{samples: []Sample{s.one}}}}
+	}
+	return s.d
+}
+
+func (s *headSeries) Labels() labels.Labels { return s.lset }
+
+func (s *headSeries) Iterator(it chunkenc.Iterator) chunkenc.Iterator {
+	if si, ok := it.(*seriesIterator); ok {
+		si.reset(s.data())
+		return si
+	}
+	return newSeriesIterator(s.data())
+}
+
+type seriesSet struct {
+	list []*headSeries
+	i    int
+	warn annotations.Annotations
+}
+
+func (s *seriesSet) Next() bool {
+	s.i++
+	return s.i < len(s.list)
+}
+func (s *seriesSet) At() storage.Series                { return s.list[s.i] }
+func (s *seriesSet) Err() error                        { return nil }
+func (s *seriesSet) Warnings() annotations.Annotations { return s.warn }

@@ -1,0 +1,53 @@
+// Package results holds what tandem's two storage.Querier implementations
+// (the head's, in tsdb/head, and a block's, in tsdb) share: a SeriesSet over
+// a slice and the truncation of label results to a hinted limit.
+package results
+
+import (
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/util/annotations"
+)
+
+// ErrLimitTruncated is the warning of a result cut to its hinted limit.
+var ErrLimitTruncated = limitError("results truncated due to limit")
+
+type limitError string
+
+func (e limitError) Error() string { return string(e) }
+
+// List is a storage.SeriesSet over a slice of series, with warnings.
+type List struct {
+	list []storage.Series
+	i    int
+	warn annotations.Annotations
+}
+
+// NewList returns a SeriesSet yielding list in order, then warn.
+func NewList(list []storage.Series, warn annotations.Annotations) *List {
+	return &List{list: list, i: -1, warn: warn}
+}
+
+// Next advances to the next series.
+func (s *List) Next() bool {
+	s.i++
+	return s.i < len(s.list)
+}
+
+// At returns the current series.
+func (s *List) At() storage.Series { return s.list[s.i] }
+
+// Err returns nil: a list cannot fail.
+func (s *List) Err() error { return nil }
+
+// Warnings returns the list's warnings.
+func (s *List) Warnings() annotations.Annotations { return s.warn }
+
+// ApplyLimit cuts sorted label names or values to hints.Limit, with a warning when it does.
+func ApplyLimit(vals []string, hints *storage.LabelHints) ([]string, annotations.Annotations, error) {
+	var warn annotations.Annotations
+	if hints != nil && hints.Limit > 0 && len(vals) > hints.Limit {
+		vals = vals[:hints.Limit]
+		warn.Add(ErrLimitTruncated)
+	}
+	return vals, warn, nil
+}
