@@ -1,7 +1,10 @@
-// Package encoding implements the column codecs of tandem's head chunks: a
+// Package encoding implements the column codecs of tandem's chunks: a
 // delta-of-delta codec for the shared int64 timestamp column (TSEncoder,
-// TSDecoder) and a Gorilla XOR codec for float64 value columns (XOREncoder,
-// XORDecoder).
+// TSDecoder), a Gorilla XOR codec for float64 value columns (XOREncoder,
+// XORDecoder), both appendable and used by the head, and a decimal codec for
+// value columns whose values are exactly m/10^k for integers m
+// (AppendDecimal, AppendDecimalRice, DecimalDecoder), written whole when a
+// chunk is sealed or a block is written.
 //
 // A column is a bit stream that is only ever appended to. Encoders expose the
 // bytes written so far via Bytes; a copy of those bytes taken when Count()
@@ -72,6 +75,37 @@
 // window would encode this value in fewer bits, and otherwise sets a new
 // window with L = min(leading zeros of x, 31) and trailing = trailing zeros of
 // x. Decoders do not depend on these choices.
+//
+// # Decimal column
+//
+// Values v[i] = float64(m[i]) / 10^k for int64 mantissas m with |m| < 2^53
+// (DecimalScale finds the smallest such k, bit-exact: -0, NaN and ±Inf never
+// qualify). A decimal column is one bit stream, written whole, in the bit
+// order above:
+//
+//	k          8-bit field, 0..15
+//	order      8-bit field: low bits 0 (the mantissas themselves), 1 (their
+//	           deltas) or 2 (their delta-of-deltas); bit 7 (0x80) stepped;
+//	           bit 6 (0x40) Rice-coded (AppendDecimalRice only)
+//	m[0]       signed varint, when order >= 1 and count > 0
+//	m[1]-m[0]  signed varint, when order == 2 and count > 1
+//	base       signed varint (Rice-coded: the center of the residuals)
+//	step       varint >= 2, when stepped (else step = 1)
+//	width      8-bit field: 0..64 (Rice-coded: the parameter p, 0..63)
+//	residuals  count - order of them (order 0: count), one per value from
+//	           index order on, each either
+//	  fixed width: a width-bit unsigned field f; residual = base + f*step
+//	  Rice-coded:  q one bits, a zero bit and the p low bits of z, where
+//	               q = z >> p; or, when q >= 24, 24 one bits and the 64 bits
+//	               of z; z is the zig-zag form of d and residual = base + d*step
+//
+// Arithmetic wraps as for timestamps. A residual of order 1 is m[i]-m[i-1],
+// of order 2 (m[i]-m[i-1]) - (m[i-1]-m[i-2]). The encoder picks the order
+// with the fewest bits, a step when every residual is base plus a multiple of
+// it, and Rice coding when that is smaller (noisy values around a level),
+// centred on the median with p near log2 of the mean zig-zagged distance;
+// decoders do not depend on these choices. A k above 15, an order above 2, a
+// step below 2 when stepped or a width above 64 (63 Rice-coded) is malformed.
 //
 // # Errors
 //
