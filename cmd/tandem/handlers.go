@@ -9,40 +9,41 @@ import (
 	"github.com/tandem-tsdb/tandem/tsdb"
 )
 
-// atomicHead holds the handlers that become available once the head is open.
-type atomicHead struct {
+// storageHandlers holds the storage and the handlers that become available
+// once it is open (WAL replayed).
+type storageHandlers struct {
 	mu     sync.RWMutex
-	h      *tsdb.DB
+	db     *tsdb.DB
 	apiH   http.Handler
 	writeH http.Handler
 }
 
-func (a *atomicHead) set(h *tsdb.DB, api, write http.Handler) {
+func (a *storageHandlers) set(db *tsdb.DB, api, write http.Handler) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.h, a.apiH, a.writeH = h, api, write
+	a.db, a.apiH, a.writeH = db, api, write
 }
 
-func (a *atomicHead) ready() bool {
+func (a *storageHandlers) ready() bool {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
-	return a.h.Ready()
+	return a.db.Ready()
 }
 
 // writable returns why writes are refused, nil while they are accepted.
-func (a *atomicHead) writable() error {
+func (a *storageHandlers) writable() error {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
-	return a.h.Writable()
+	return a.db.Writable()
 }
 
-func (a *atomicHead) api() http.Handler {
+func (a *storageHandlers) api() http.Handler {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	return a.apiH
 }
 
-func (a *atomicHead) write() http.Handler {
+func (a *storageHandlers) write() http.Handler {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	return a.writeH
@@ -50,9 +51,9 @@ func (a *atomicHead) write() http.Handler {
 
 // groupsHandler serves /api/v1/status/groups: tandem's cardinality view by
 // group (members, aligned and unaligned, head chunks), in the API envelope.
-func (a *atomicHead) groupsHandler(w http.ResponseWriter, r *http.Request) {
+func (a *storageHandlers) groupsHandler(w http.ResponseWriter, r *http.Request) {
 	a.mu.RLock()
-	db := a.h
+	db := a.db
 	a.mu.RUnlock()
 	w.Header().Set("Content-Type", "application/json")
 	if db == nil || !db.Ready() {

@@ -325,12 +325,12 @@ func main() {
 	}
 }
 
-// headMetadata adapts the storage's metadata to the API's type.
-type headMetadata struct{ h *tsdb.DB }
+// storageMetadata adapts the storage's metadata to the API's type.
+type storageMetadata struct{ db *tsdb.DB }
 
-func (m headMetadata) MetricMetadata(metric string, limit, perMetric int) map[string][]promql.MetricMetadata {
+func (m storageMetadata) MetricMetadata(metric string, limit, perMetric int) map[string][]promql.MetricMetadata {
 	out := map[string][]promql.MetricMetadata{}
-	for name, list := range m.h.MetricMetadata(metric, limit, perMetric) {
+	for name, list := range m.db.MetricMetadata(metric, limit, perMetric) {
 		for _, md := range list {
 			out[name] = append(out[name], promql.MetricMetadata{Type: md.Type, Help: md.Help, Unit: md.Unit})
 		}
@@ -415,7 +415,7 @@ func runServer(c *config, logger *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", c.listenAddress, err)
 	}
-	var head atomicHead
+	var store storageHandlers
 	mux := http.NewServeMux()
 	handlerDuration := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "tandem_http_request_duration_seconds",
@@ -437,11 +437,11 @@ func runServer(c *config, logger *slog.Logger) error {
 		fmt.Fprintln(w, "tandem is healthy.")
 	})
 	mux.HandleFunc("/-/ready", func(w http.ResponseWriter, _ *http.Request) {
-		if !head.ready() {
+		if !store.ready() {
 			http.Error(w, "tandem is not ready: replaying the WAL.", http.StatusServiceUnavailable)
 			return
 		}
-		if err := head.writable(); err != nil {
+		if err := store.writable(); err != nil {
 			// Writes are refused (503) until the WAL can be written again.
 			http.Error(w, "tandem is not ready: "+err.Error(), http.StatusServiceUnavailable)
 			return
@@ -451,9 +451,9 @@ func runServer(c *config, logger *slog.Logger) error {
 	var apiHandler http.Handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, "tandem is not ready: replaying the WAL.", http.StatusServiceUnavailable)
 	})
-	mux.Handle("/api/v1/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { head.api().ServeHTTP(w, r) }))
-	mux.Handle("/api/v1/write", instrument("write", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { head.write().ServeHTTP(w, r) })))
-	mux.Handle("/api/v1/status/groups", instrument("groups", http.HandlerFunc(head.groupsHandler)))
+	mux.Handle("/api/v1/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { store.api().ServeHTTP(w, r) }))
+	mux.Handle("/api/v1/write", instrument("write", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { store.write().ServeHTTP(w, r) })))
+	mux.Handle("/api/v1/status/groups", instrument("groups", http.HandlerFunc(store.groupsHandler)))
 	// Rule reloads (POST/PUT /-/reload, SIGHUP) reach the rules once they are loaded.
 	var ruleSvc atomic.Pointer[rules.Service]
 	// reloadRules reloads the rule files; with --config.file it first reads
@@ -477,7 +477,7 @@ func runServer(c *config, logger *slog.Logger) error {
 		}
 		rules.ReloadHandler(func() error { return reloadRules(svc) }).ServeHTTP(w, r)
 	}))
-	head.set(nil, apiHandler, apiHandler)
+	store.set(nil, apiHandler, apiHandler)
 
 	srv := newHTTPServer(mux, c.server)
 	var g run.Group
@@ -545,32 +545,35 @@ func runServer(c *config, logger *slog.Logger) error {
 		}, func(error) { cancel() })
 	}
 	{
-		// Open the head (WAL replay), then serve; then maintain it.
+		// Open the storage (WAL replay), then serve; then maintain it.
 		ctx, cancel := context.WithCancel(context.Background())
-		var h *tsdb.DB
+		var db *tsdb.DB
 		g.Add(func() error {
 			var err error
-			h, err = tsdb.OpenDB(c.storagePath, tsdb.DBOptions{Head: opts, RetentionTime: c.retentionTime, RetentionSize: c.retentionSize})
+			db, err = tsdb.OpenDB(c.storagePath, tsdb.DBOptions{
+				Head: opts, RetentionTime: c.retentionTime, RetentionSize: c.retentionSize,
+				SealInterval: c.maintInterval, FlushInterval: 4 * c.maintInterval,
+			})
 			if err != nil {
 				return fmt.Errorf("open storage at %s: %w", c.storagePath, err)
 			}
 			apiOpts := promql.APIOptions{
-				Queryable: h, Metadata: headMetadata{h}, Stats: h, Ready: h.Ready,
+				Queryable: db, Metadata: storageMetadata{db}, Stats: db, Ready: db.Ready,
 				Logger: logger, Registerer: reg, Gatherer: reg,
 				LookbackDelta: c.lookback, QueryTimeout: c.queryTimeout, MaxSamples: c.maxSamples,
 				DisablePushdown:      !c.pushdown,
 				MaxConcurrentQueries: c.maxQueries,
 				Version:              version, Revision: revision, Branch: branch, BuildDate: buildDate,
-				StartTime: h.StartTime,
-				Blocks:    blockMetas(h),
-				Exemplars: h,
+				StartTime: db.StartTime,
+				Blocks:    blockMetas(db),
+				Exemplars: db,
 				DataDir:   c.storagePath,
 			}
 			if c.enableAdmin {
-				apiOpts.Admin = h
+				apiOpts.Admin = db
 			}
 			engine := promql.NewEngine(apiOpts)
-			svc, err := rules.New(h, engine, rules.Options{
+			svc, err := rules.New(db, engine, rules.Options{
 				Files:              c.ruleFiles,
 				EvaluationInterval: c.evalInterval,
 				QueryOffset:        c.ruleQueryOffset,
@@ -595,38 +598,19 @@ func runServer(c *config, logger *slog.Logger) error {
 			if err != nil {
 				return fmt.Errorf("create API: %w", err)
 			}
-			wh := remote.NewWriteHandler(h, remote.WriteHandlerOptions{Limits: c.limits, Logger: logger, Registerer: reg})
-			head.set(h, instrument("api", api), wh)
+			wh := remote.NewWriteHandler(db, remote.WriteHandlerOptions{Limits: c.limits, Logger: logger, Registerer: reg})
+			store.set(db, instrument("api", api), wh)
 			ruleSvc.Store(svc)
 			rulesReady <- svc
 			logger.Info("tandem is ready", "address", ln.Addr().String())
-			t := time.NewTicker(c.maintInterval)
-			defer t.Stop()
-			for i := 0; ; i++ {
-				select {
-				case <-ctx.Done():
-					return nil
-				case <-t.C:
-				}
-				h.SealIdle()
-				if i%4 == 0 { // every minute: flush full block ranges, compact, apply retention
-					if err := h.Flush(false); err != nil {
-						logger.Error("flushing the head to a block failed; will retry", "err", err)
-					}
-					if err := h.Compact(); err != nil {
-						logger.Error("compaction failed; will retry", "err", err)
-					}
-					if err := h.ApplyRetention(); err != nil {
-						logger.Error("retention failed; will retry", "err", err)
-					}
-				}
-			}
+			db.Run(ctx)
+			return nil
 		}, func(error) {
 			cancel()
 		})
 		defer func() {
-			if h != nil {
-				if err := h.Close(); err != nil {
+			if db != nil {
+				if err := db.Close(); err != nil {
 					logger.Error("closing storage", "err", err)
 				}
 			}
