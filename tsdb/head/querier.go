@@ -66,7 +66,7 @@ func (q *querier) Select(ctx context.Context, sortSeries bool, hints *storage.Se
 		out = out[:limit]
 		warn.Add(results.ErrLimitTruncated)
 	}
-	return &seriesSet{list: out, i: -1, warn: warn}
+	return results.NewList(out, warn)
 }
 
 // sortByGroup orders list by group (creation order), then column: the sort
@@ -315,17 +315,3 @@ func (s *headSeries) Iterator(it chunkenc.Iterator) chunkenc.Iterator {
 	}
 	return newSeriesIterator(s.data())
 }
-
-type seriesSet struct {
-	list []*headSeries
-	i    int
-	warn annotations.Annotations
-}
-
-func (s *seriesSet) Next() bool {
-	s.i++
-	return s.i < len(s.list)
-}
-func (s *seriesSet) At() storage.Series                { return s.list[s.i] }
-func (s *seriesSet) Err() error                        { return nil }
-func (s *seriesSet) Warnings() annotations.Annotations { return s.warn }

@@ -15,32 +15,32 @@ type limitError string
 
 func (e limitError) Error() string { return string(e) }
 
-// List is a storage.SeriesSet over a slice of series, with warnings.
-type List struct {
-	list []storage.Series
+// List is a storage.SeriesSet over a slice of series of one type, with warnings.
+type List[S storage.Series] struct {
+	list []S
 	i    int
 	warn annotations.Annotations
 }
 
 // NewList returns a SeriesSet yielding list in order, then warn.
-func NewList(list []storage.Series, warn annotations.Annotations) *List {
-	return &List{list: list, i: -1, warn: warn}
+func NewList[S storage.Series](list []S, warn annotations.Annotations) *List[S] {
+	return &List[S]{list: list, i: -1, warn: warn}
 }
 
 // Next advances to the next series.
-func (s *List) Next() bool {
+func (s *List[S]) Next() bool {
 	s.i++
 	return s.i < len(s.list)
 }
 
 // At returns the current series.
-func (s *List) At() storage.Series { return s.list[s.i] }
+func (s *List[S]) At() storage.Series { return s.list[s.i] }
 
 // Err returns nil: a list cannot fail.
-func (s *List) Err() error { return nil }
+func (s *List[S]) Err() error { return nil }
 
 // Warnings returns the list's warnings.
-func (s *List) Warnings() annotations.Annotations { return s.warn }
+func (s *List[S]) Warnings() annotations.Annotations { return s.warn }
 
 // ApplyLimit cuts sorted label names or values to hints.Limit, with a warning when it does.
 func ApplyLimit(vals []string, hints *storage.LabelHints) ([]string, annotations.Annotations, error) {
