@@ -74,7 +74,7 @@ bench: bench-micro bench-peers
 	$(GO) run ./cmd/tandem-bench -size $(BENCH_SIZE) -bin-dir $(BIN_DIR) -json bench-$(BENCH_SIZE).json
 
 bench-micro:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime=5x ./tsdb/ ./tsdb/block/
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime=5x ./tsdb/ ./tsdb/head/ ./tsdb/block/
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime=3x ./remote/
 	$(GO) test -run '^$$' -bench . -benchmem ./tsdb/encoding/ ./tsdb/record/
 	$(GO) test -run '^$$' -bench BenchmarkQueries -benchmem -benchtime=10x ./promql/pushdown/
