@@ -32,7 +32,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	promtsdb "github.com/prometheus/prometheus/tsdb"
 
-	"github.com/tandem-tsdb/tandem/promql"
+	"github.com/tandem-tsdb/tandem/promql/api"
+	"github.com/tandem-tsdb/tandem/promql/engine"
 	"github.com/tandem-tsdb/tandem/remote"
 	"github.com/tandem-tsdb/tandem/rules"
 	"github.com/tandem-tsdb/tandem/tsdb"
@@ -327,11 +328,11 @@ func main() {
 // headMetadata adapts the storage's metadata to the API's type.
 type headMetadata struct{ h *tsdb.DB }
 
-func (m headMetadata) MetricMetadata(metric string, limit, perMetric int) map[string][]promql.MetricMetadata {
-	out := map[string][]promql.MetricMetadata{}
+func (m headMetadata) MetricMetadata(metric string, limit, perMetric int) map[string][]api.MetricMetadata {
+	out := map[string][]api.MetricMetadata{}
 	for name, list := range m.h.MetricMetadata(metric, limit, perMetric) {
 		for _, md := range list {
-			out[name] = append(out[name], promql.MetricMetadata{Type: md.Type, Help: md.Help, Unit: md.Unit})
+			out[name] = append(out[name], api.MetricMetadata{Type: md.Type, Help: md.Help, Unit: md.Unit})
 		}
 	}
 	return out
@@ -553,7 +554,7 @@ func runServer(c *config, logger *slog.Logger) error {
 			if err != nil {
 				return fmt.Errorf("open storage at %s: %w", c.storagePath, err)
 			}
-			apiOpts := promql.APIOptions{
+			apiOpts := api.Options{
 				Queryable: h, Metadata: headMetadata{h}, Stats: h, Ready: h.Ready,
 				Logger: logger, Registerer: reg, Gatherer: reg,
 				LookbackDelta: c.lookback, QueryTimeout: c.queryTimeout, MaxSamples: c.maxSamples,
@@ -568,7 +569,7 @@ func runServer(c *config, logger *slog.Logger) error {
 			if c.enableAdmin {
 				apiOpts.Admin = h
 			}
-			engine := promql.NewEngine(apiOpts)
+			engine := engine.New(apiOpts.EngineOptions())
 			svc, err := rules.New(h, engine, rules.Options{
 				Files:              c.ruleFiles,
 				EvaluationInterval: c.evalInterval,
@@ -590,7 +591,7 @@ func runServer(c *config, logger *slog.Logger) error {
 			apiOpts.Rules, apiOpts.Alertmanagers = svc, svc
 			apiOpts.RegisterFeatures, apiOpts.LastReload = svc.RegisterFeatures, svc.LastReload
 			apiOpts.Flags = rulesFlags(c, extURL)
-			api, err := promql.NewAPIHandler(apiOpts, engine)
+			api, err := api.NewHandler(apiOpts, engine)
 			if err != nil {
 				return fmt.Errorf("create API: %w", err)
 			}
