@@ -32,7 +32,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	promtsdb "github.com/prometheus/prometheus/tsdb"
 
-	"github.com/tandem-tsdb/tandem/promql"
+	"github.com/tandem-tsdb/tandem/promql/api"
+	"github.com/tandem-tsdb/tandem/promql/engine"
 	"github.com/tandem-tsdb/tandem/remote"
 	"github.com/tandem-tsdb/tandem/rules"
 	"github.com/tandem-tsdb/tandem/tsdb"
@@ -328,11 +329,11 @@ func main() {
 // storageMetadata adapts the storage's metadata to the API's type.
 type storageMetadata struct{ db *tsdb.DB }
 
-func (m storageMetadata) MetricMetadata(metric string, limit, perMetric int) map[string][]promql.MetricMetadata {
-	out := map[string][]promql.MetricMetadata{}
+func (m storageMetadata) MetricMetadata(metric string, limit, perMetric int) map[string][]api.MetricMetadata {
+	out := map[string][]api.MetricMetadata{}
 	for name, list := range m.db.MetricMetadata(metric, limit, perMetric) {
 		for _, md := range list {
-			out[name] = append(out[name], promql.MetricMetadata{Type: md.Type, Help: md.Help, Unit: md.Unit})
+			out[name] = append(out[name], api.MetricMetadata{Type: md.Type, Help: md.Help, Unit: md.Unit})
 		}
 	}
 	return out
@@ -557,7 +558,7 @@ func runServer(c *config, logger *slog.Logger) error {
 			if err != nil {
 				return fmt.Errorf("open storage at %s: %w", c.storagePath, err)
 			}
-			apiOpts := promql.APIOptions{
+			apiOpts := api.Options{
 				Queryable: db, Metadata: storageMetadata{db}, Stats: db, Ready: db.Ready,
 				Logger: logger, Registerer: reg, Gatherer: reg,
 				LookbackDelta: c.lookback, QueryTimeout: c.queryTimeout, MaxSamples: c.maxSamples,
@@ -572,8 +573,8 @@ func runServer(c *config, logger *slog.Logger) error {
 			if c.enableAdmin {
 				apiOpts.Admin = db
 			}
-			engine := promql.NewEngine(apiOpts)
-			svc, err := rules.New(db, engine, rules.Options{
+			eng := engine.New(apiOpts.EngineOptions())
+			svc, err := rules.New(db, eng, rules.Options{
 				Files:              c.ruleFiles,
 				EvaluationInterval: c.evalInterval,
 				QueryOffset:        c.ruleQueryOffset,
@@ -594,12 +595,12 @@ func runServer(c *config, logger *slog.Logger) error {
 			apiOpts.Rules, apiOpts.Alertmanagers = svc, svc
 			apiOpts.RegisterFeatures, apiOpts.LastReload = svc.RegisterFeatures, svc.LastReload
 			apiOpts.Flags = rulesFlags(c, extURL)
-			api, err := promql.NewAPIHandler(apiOpts, engine)
+			apiHandler, err := api.NewHandler(apiOpts, eng)
 			if err != nil {
 				return fmt.Errorf("create API: %w", err)
 			}
 			wh := remote.NewWriteHandler(db, remote.WriteHandlerOptions{Limits: c.limits, Logger: logger, Registerer: reg})
-			store.set(db, instrument("api", api), wh)
+			store.set(db, instrument("api", apiHandler), wh)
 			ruleSvc.Store(svc)
 			rulesReady <- svc
 			logger.Info("tandem is ready", "address", ln.Addr().String())

@@ -1,4 +1,9 @@
-package promql
+// Package api serves the Prometheus HTTP query API (/api/v1/...) over any
+// storage.SampleAndChunkQueryable, by wrapping Prometheus's own web/api/v1
+// package the way Cortex and Mimir do: response formats, parameter parsing
+// and error codes are exactly Prometheus's. Queries run on the engine given
+// to NewHandler (in tandem, the one package engine builds).
+package api
 
 import (
 	"context"
@@ -17,28 +22,20 @@ import (
 	"github.com/prometheus/common/route"
 	"github.com/prometheus/prometheus/config"
 	"github.com/prometheus/prometheus/model/labels"
-	prompromql "github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb"
 	"github.com/prometheus/prometheus/util/features"
 	"github.com/prometheus/prometheus/util/httputil"
 	v1 "github.com/prometheus/prometheus/web/api/v1"
 
+	"github.com/tandem-tsdb/tandem/promql/engine"
 	"github.com/tandem-tsdb/tandem/promql/pushdown"
-)
-
-// Defaults applied by NewEngine and NewAPIHandler to zero APIOptions fields
-// (Prometheus's flag defaults).
-const (
-	defaultLookbackDelta        = 5 * time.Minute
-	defaultQueryTimeout         = 2 * time.Minute
-	defaultMaxSamples           = 50_000_000
-	defaultMaxConcurrentQueries = 20
 )
 
 // Remote-read limits of the upstream read handler, which stays reachable at
 // /api/v1/read only if the caller does not register its own (Prometheus's
-// flag defaults; APIOptions may set the sample limit and the frame size).
+// flag defaults; Options may set the sample limit and the frame size).
 const (
 	remoteReadSampleLimit      = 50_000_000
 	remoteReadConcurrencyLimit = 10
@@ -74,9 +71,13 @@ type StatsSource interface {
 	Stats(statsByLabelName string, limit int) (*tsdb.Stats, error)
 }
 
-// APIOptions configures NewEngine and NewAPIHandler; zero values get defaults.
-type APIOptions struct {
-	// Queryable is the storage queries run against (required by NewAPIHandler).
+// Options configures NewHandler; zero values get defaults. Logger,
+// Registerer, LookbackDelta, QueryTimeout, MaxSamples, MaxConcurrentQueries,
+// DisablePushdown and PushdownWorkers also configure the engine (see
+// EngineOptions): the API reports them in /api/v1/status/flags and
+// /api/v1/features and applies LookbackDelta and QueryTimeout itself too.
+type Options struct {
+	// Queryable is the storage queries run against (required by NewHandler).
 	Queryable storage.SampleAndChunkQueryable
 	// Metadata serves /api/v1/metadata; nil answers an empty object.
 	Metadata MetadataSource
@@ -154,28 +155,32 @@ type Admin interface {
 	CleanTombstones() error
 }
 
-// withDefaults returns a copy of o with zero fields defaulted.
-func (o APIOptions) withDefaults() APIOptions {
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
+// EngineOptions returns the options of the engine o describes, for engine.New.
+func (o Options) EngineOptions() engine.Options {
+	return engine.Options{
+		Logger:               o.Logger,
+		Registerer:           o.Registerer,
+		LookbackDelta:        o.LookbackDelta,
+		QueryTimeout:         o.QueryTimeout,
+		MaxSamples:           o.MaxSamples,
+		MaxConcurrentQueries: o.MaxConcurrentQueries,
+		DisablePushdown:      o.DisablePushdown,
+		PushdownWorkers:      o.PushdownWorkers,
 	}
+}
+
+// withDefaults returns a copy of o with zero fields defaulted, the engine's
+// fields as engine.Options.WithDefaults defaults them.
+func (o Options) withDefaults() Options {
+	e := o.EngineOptions().WithDefaults()
+	o.Logger = e.Logger
+	o.LookbackDelta = e.LookbackDelta
+	o.QueryTimeout = e.QueryTimeout
+	o.MaxSamples = e.MaxSamples
+	o.MaxConcurrentQueries = e.MaxConcurrentQueries
+	o.PushdownWorkers = e.PushdownWorkers
 	if o.Gatherer == nil {
 		o.Gatherer = prometheus.Gatherers{}
-	}
-	if o.LookbackDelta <= 0 {
-		o.LookbackDelta = defaultLookbackDelta
-	}
-	if o.QueryTimeout <= 0 {
-		o.QueryTimeout = defaultQueryTimeout
-	}
-	if o.MaxSamples <= 0 {
-		o.MaxSamples = defaultMaxSamples
-	}
-	if o.MaxConcurrentQueries <= 0 {
-		o.MaxConcurrentQueries = defaultMaxConcurrentQueries
-	}
-	if o.PushdownWorkers <= 0 {
-		o.PushdownWorkers = runtime.GOMAXPROCS(0)
 	}
 	if o.RemoteReadSampleLimit <= 0 {
 		o.RemoteReadSampleLimit = remoteReadSampleLimit
@@ -186,7 +191,7 @@ func (o APIOptions) withDefaults() APIOptions {
 	return o
 }
 
-// NewAPIHandler returns an http.Handler serving the Prometheus HTTP API under /api/v1/ (it must be mountable as mux.Handle("/api/v1/", h)).
+// NewHandler returns an http.Handler serving the Prometheus HTTP API under /api/v1/ (it must be mountable as mux.Handle("/api/v1/", h)).
 //
 // The handler expects full request paths (/api/v1/query, ...). Remote write
 // and OTLP ingestion are disabled here (they answer 404): tandem serves them
@@ -202,11 +207,11 @@ func (o APIOptions) withDefaults() APIOptions {
 // disabled", exactly like Prometheus without --web.enable-admin-api). Scrape, alertmanager, rule and
 // notification endpoints answer empty, valid data unless opts.Rules and
 // opts.Alertmanagers are set.
-func NewAPIHandler(opts APIOptions, engine prompromql.QueryEngine) (http.Handler, error) {
+func NewHandler(opts Options, eng promql.QueryEngine) (http.Handler, error) {
 	if opts.Queryable == nil {
 		return nil, errors.New("promql API: nil Queryable")
 	}
-	if engine == nil {
+	if eng == nil {
 		return nil, errors.New("promql API: nil engine")
 	}
 	opts = opts.withDefaults()
@@ -218,7 +223,7 @@ func NewAPIHandler(opts APIOptions, engine prompromql.QueryEngine) (http.Handler
 	}
 
 	featureRegistry := features.NewRegistry()
-	registerEngineFeatures(featureRegistry, opts)
+	engine.RegisterFeatures(featureRegistry, opts.EngineOptions())
 	for name, enabled := range map[string]bool{
 		"admin": false, "lifecycle": false, "remote_write_receiver": false,
 		"otlp_write_receiver": false, "query_cost": false, "search": false,
@@ -259,7 +264,7 @@ func NewAPIHandler(opts APIOptions, engine prompromql.QueryEngine) (http.Handler
 	}
 
 	api := v1.NewAPI(
-		engine,
+		eng,
 		opts.Queryable,
 		nil, // no appender: remote write and OTLP are served by tandem itself
 		exemplars,
@@ -307,7 +312,7 @@ func NewAPIHandler(opts APIOptions, engine prompromql.QueryEngine) (http.Handler
 		nil,   // overrideErrorCode
 		featureRegistry,
 		v1.OpenAPIOptions{Version: opts.Version},
-		newParser(),
+		engine.NewParser(),
 		false, // enableQueryCost
 		opts.QueryTimeout,
 	)

@@ -1,4 +1,4 @@
-package promql
+package api
 
 // Contract tests for Grafana's Prometheus data source.
 //
@@ -11,7 +11,7 @@ package promql
 //   - "prometheus": Prometheus's own web/api/v1 over Prometheus's own TSDB
 //     (with exemplar storage, scrape-target metadata and the engine options of
 //     cmd/prometheus), mounted the way Prometheus's web.Handler mounts it;
-//   - "tandem-head": tandem's API (NewEngine + NewAPIHandler, wired as in
+//   - "tandem-head": tandem's API (engine.New + NewHandler, wired as in
 //     cmd/tandem) over a tandem tsdb.DB holding the same data in its head;
 //   - "tandem-blocks": the same after tsdb.DB.Flush(true), so that every
 //     sample is read back from blocks;
@@ -66,7 +66,7 @@ import (
 	"github.com/prometheus/prometheus/model/exemplar"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
-	prompromql "github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/rules"
 	"github.com/prometheus/prometheus/scrape"
@@ -396,14 +396,14 @@ func gcPrometheusServer(t *testing.T, ds *gcDataset) string {
 	}
 
 	logger := slog.New(slog.DiscardHandler)
-	tracker, err := prompromql.NewActiveQueryTracker(t.TempDir(), gcMaxConcurrency, logger)
+	tracker, err := promql.NewActiveQueryTracker(t.TempDir(), gcMaxConcurrency, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = tracker.Close() })
 	promParser := parser.NewParser(parser.Options{})
 	// The engine options of cmd/prometheus with default flags.
-	engine := prompromql.NewEngine(prompromql.EngineOpts{
+	engine := promql.NewEngine(promql.EngineOpts{
 		Logger:             logger,
 		MaxSamples:         gcMaxSamples,
 		Timeout:            gcQueryTimeout,
@@ -544,7 +544,7 @@ func gcTandemServer(t *testing.T, ds *gcDataset, layout gcLayout) string {
 			t.Fatalf("mixed layout: the head starts at T%+ds, want T+1800s", (st.MinTime-ds.t0)/1000)
 		}
 	}
-	opts := APIOptions{
+	opts := Options{
 		Queryable: db, Metadata: gcTandemMetadata{db}, Stats: db, Ready: db.Ready,
 		Registerer: reg, Gatherer: reg,
 		LookbackDelta: gcLookbackDelta, QueryTimeout: gcQueryTimeout, MaxSamples: gcMaxSamples,
@@ -554,7 +554,7 @@ func gcTandemServer(t *testing.T, ds *gcDataset, layout gcLayout) string {
 		Exemplars: db,
 		DataDir:   dir,
 	}
-	h, err := NewAPIHandler(opts, NewEngine(opts))
+	h, err := NewHandler(opts, newEngine(opts))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package promql
+package api
 
 import (
 	"context"
@@ -209,8 +209,8 @@ func TestRemoteReadStreamedMemory(t *testing.T) {
 	}
 	t.Logf("%d samples in %d series, %d blocks + head, written in %v", total, len(series), len(db.Blocks()), time.Since(built).Round(time.Millisecond))
 
-	api := APIOptions{Queryable: db, RemoteReadSampleLimit: sampleLimit, RemoteReadMaxBytesInFrame: frameBytes}
-	h, err := NewAPIHandler(api, NewEngine(api))
+	api := Options{Queryable: db, RemoteReadSampleLimit: sampleLimit, RemoteReadMaxBytesInFrame: frameBytes}
+	h, err := NewHandler(api, newEngine(api))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,39 +1,97 @@
-// Package promql serves the Prometheus HTTP query API (/api/v1/...) over any
-// storage.SampleAndChunkQueryable, by wrapping Prometheus's own web/api/v1
-// package the way Cortex and Mimir do: response formats, parameter parsing
-// and error codes are exactly Prometheus's.
-package promql
+// Package engine builds tandem's PromQL engine: Prometheus's own engine,
+// configured as a default Prometheus 3 configures it, wrapped by the push-down
+// evaluator of package pushdown, with a limiter of concurrent queries, the
+// shared PromQL parser and the engine's entries of /api/v1/features.
+package engine
 
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"runtime"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	prompromql "github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/util/features"
 
 	"github.com/tandem-tsdb/tandem/promql/pushdown"
 )
 
+// Defaults applied by WithDefaults to zero Options fields (Prometheus's flag
+// defaults).
+const (
+	defaultLookbackDelta        = 5 * time.Minute
+	defaultQueryTimeout         = 2 * time.Minute
+	defaultMaxSamples           = 50_000_000
+	defaultMaxConcurrentQueries = 20
+)
+
+// Options configures New; zero values get defaults.
+type Options struct {
+	// Logger receives the engine's logs; nil discards them.
+	Logger *slog.Logger
+	// Registerer receives the engine's metrics; nil registers nothing.
+	Registerer prometheus.Registerer
+	// LookbackDelta is the staleness lookback of instant selectors (default 5m).
+	LookbackDelta time.Duration
+	// QueryTimeout bounds every query's execution (default 2m).
+	QueryTimeout time.Duration
+	// MaxSamples bounds the samples a query may hold in memory (default 50e6).
+	MaxSamples int
+	// MaxConcurrentQueries bounds concurrently executing queries (default 20).
+	MaxConcurrentQueries int
+	// DisablePushdown leaves every query to Prometheus's engine alone
+	// (see package pushdown); by default aggregations of selectors and of
+	// range functions are evaluated by tandem in one pass on all cores.
+	DisablePushdown bool
+	// PushdownWorkers is how many goroutines evaluate one pushed-down
+	// aggregation (default GOMAXPROCS); the storage must allow iterating
+	// the series of one Select concurrently, as tandem's does.
+	PushdownWorkers int
+}
+
+// WithDefaults returns a copy of o with zero fields set to their defaults.
+func (o Options) WithDefaults() Options {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.LookbackDelta <= 0 {
+		o.LookbackDelta = defaultLookbackDelta
+	}
+	if o.QueryTimeout <= 0 {
+		o.QueryTimeout = defaultQueryTimeout
+	}
+	if o.MaxSamples <= 0 {
+		o.MaxSamples = defaultMaxSamples
+	}
+	if o.MaxConcurrentQueries <= 0 {
+		o.MaxConcurrentQueries = defaultMaxConcurrentQueries
+	}
+	if o.PushdownWorkers <= 0 {
+		o.PushdownWorkers = runtime.GOMAXPROCS(0)
+	}
+	return o
+}
+
 // defaultEvaluationInterval is Prometheus's default global evaluation_interval,
 // used as the step of subqueries written without one (`[30m:]`).
 const defaultEvaluationInterval = time.Minute
 
-// newParser returns the PromQL parser shared by the engine and the API. It
+// NewParser returns the PromQL parser shared by the engine and the API. It
 // uses Prometheus 3's defaults: duration expressions and extended range
 // selectors are permanently on there, while experimental functions, binop
 // fill modifiers and unquoted UTF-8 names stay behind feature flags that
 // tandem does not enable.
-func newParser() parser.Parser {
+func NewParser() parser.Parser {
 	return parser.NewParser(parser.Options{})
 }
 
 // engineOpts translates opts (already defaulted) into Prometheus engine options,
 // mirroring cmd/prometheus/main.go.
-func engineOpts(opts APIOptions, reg features.Collector) prompromql.EngineOpts {
-	return prompromql.EngineOpts{
+func engineOpts(opts Options, reg features.Collector) promql.EngineOpts {
+	return promql.EngineOpts{
 		Logger:             opts.Logger.With("component", "query engine"),
 		Reg:                opts.Registerer,
 		MaxSamples:         opts.MaxSamples,
@@ -47,11 +105,11 @@ func engineOpts(opts APIOptions, reg features.Collector) prompromql.EngineOpts {
 		EnableAtModifier:     true,
 		EnableNegativeOffset: true,
 		FeatureRegistry:      reg,
-		Parser:               newParser(),
+		Parser:               NewParser(),
 	}
 }
 
-// NewEngine returns the PromQL engine configured from opts (at-modifier, negative offset, and the experimental functions Prometheus 3 enables by default — check EngineOpts).
+// New returns the PromQL engine configured from opts (at-modifier, negative offset, and the experimental functions Prometheus 3 enables by default — check EngineOpts).
 //
 // That is Prometheus 3's default engine: @ modifier and negative offsets on,
 // duration expressions and extended range selectors (always on in the parser),
@@ -63,11 +121,11 @@ func engineOpts(opts APIOptions, reg features.Collector) prompromql.EngineOpts {
 // Unless opts.DisablePushdown is set, the engine evaluates aggregations of
 // selectors and of range functions itself (package pushdown) and hands the
 // result to Prometheus's engine for the rest of the query.
-func NewEngine(opts APIOptions) prompromql.QueryEngine {
-	opts = opts.withDefaults()
+func New(opts Options) promql.QueryEngine {
+	opts = opts.WithDefaults()
 	eo := engineOpts(opts, nil)
 	if opts.DisablePushdown {
-		return prompromql.NewEngine(eo)
+		return promql.NewEngine(eo)
 	}
 	e := pushdown.NewEngine(eo, pushdown.Options{Workers: opts.PushdownWorkers})
 	if opts.Registerer != nil {
@@ -85,11 +143,11 @@ func NewEngine(opts APIOptions) prompromql.QueryEngine {
 	return e
 }
 
-// registerEngineFeatures records in reg the features an engine built by
-// NewEngine offers, for /api/v1/features (the same entries
-// promql.NewEngine sets when given a registry).
-func registerEngineFeatures(reg features.Collector, opts APIOptions) {
-	eo := engineOpts(opts, nil)
+// RegisterFeatures records in reg the features an engine built by New from
+// opts offers, for /api/v1/features (the same entries promql.NewEngine sets
+// when given a registry).
+func RegisterFeatures(reg features.Collector, opts Options) {
+	eo := engineOpts(opts.WithDefaults(), nil)
 	reg.Set(features.PromQL, "at_modifier", eo.EnableAtModifier)
 	reg.Set(features.PromQL, "negative_offset", eo.EnableNegativeOffset)
 	reg.Set(features.PromQL, "per_step_stats", eo.EnablePerStepStats)
@@ -140,7 +198,7 @@ func (*concurrencyLimiter) Close() error { return nil }
 // the engine's error types.
 func queueError(err error) error {
 	if errors.Is(err, context.DeadlineExceeded) {
-		return prompromql.ErrQueryTimeout("query queue")
+		return promql.ErrQueryTimeout("query queue")
 	}
-	return prompromql.ErrQueryCanceled("query queue")
+	return promql.ErrQueryCanceled("query queue")
 }

@@ -1,4 +1,4 @@
-package promql
+package api
 
 import (
 	"bytes"
@@ -18,9 +18,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/prometheus/model/labels"
-	prompromql "github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/tsdb"
 	"github.com/prometheus/prometheus/util/teststorage"
+
+	"github.com/tandem-tsdb/tandem/promql/engine"
 )
 
 // apiResponse is the Prometheus API envelope as a client sees it.
@@ -32,12 +34,17 @@ type apiResponse struct {
 	Warnings  []string        `json:"warnings"`
 }
 
+// newEngine returns the engine tandem runs with the API configured by opts.
+func newEngine(opts Options) promql.QueryEngine {
+	return engine.New(opts.EngineOptions())
+}
+
 // testServer starts the API over a fresh teststorage, mounted as tandem's
 // server mounts it, and returns its base URL and the storage.
-func testServer(t *testing.T, modify func(*APIOptions)) (string, *teststorage.TestStorage) {
+func testServer(t *testing.T, modify func(*Options)) (string, *teststorage.TestStorage) {
 	t.Helper()
 	st := teststorage.New(t)
-	opts := APIOptions{
+	opts := Options{
 		Queryable:  st,
 		Registerer: prometheus.NewRegistry(),
 		Version:    "0.1.0",
@@ -48,9 +55,9 @@ func testServer(t *testing.T, modify func(*APIOptions)) (string, *teststorage.Te
 	if modify != nil {
 		modify(&opts)
 	}
-	h, err := NewAPIHandler(opts, NewEngine(opts))
+	h, err := NewHandler(opts, newEngine(opts))
 	if err != nil {
-		t.Fatalf("NewAPIHandler: %v", err)
+		t.Fatalf("NewHandler: %v", err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/api/v1/", h)
@@ -337,7 +344,7 @@ func TestErrorEnvelopes(t *testing.T) {
 }
 
 func TestEngineTimeout(t *testing.T) {
-	base, _ := testServer(t, func(o *APIOptions) { o.QueryTimeout = time.Nanosecond })
+	base, _ := testServer(t, func(o *Options) { o.QueryTimeout = time.Nanosecond })
 	code, r := call(t, http.MethodGet, base+"/api/v1/query?query=1", nil)
 	if code != http.StatusServiceUnavailable || r.ErrorType != "timeout" {
 		t.Fatalf("got %d %q %q, want 503 timeout", code, r.ErrorType, r.Error)
@@ -504,7 +511,7 @@ func TestMetadata(t *testing.T) {
 		"http_requests_total": {{Type: "counter", Help: "Requests.", Unit: ""}, {Type: "counter", Help: "HTTP requests.", Unit: "requests"}},
 		"go_goroutines":       {{Type: "gauge", Help: "Goroutines.", Unit: ""}},
 	}}
-	base, _ := testServer(t, func(o *APIOptions) { o.Metadata = src })
+	base, _ := testServer(t, func(o *Options) { o.Metadata = src })
 	get := func(q url.Values) string {
 		t.Helper()
 		code, body, hdr := do(t, http.MethodGet, base+"/api/v1/metadata?"+q.Encode(), nil, nil)
@@ -562,7 +569,7 @@ func TestTSDBStatus(t *testing.T) {
 	chunks := prometheus.NewGauge(prometheus.GaugeOpts{Name: headChunksMetric, Help: "chunks"})
 	chunks.Set(7)
 	reg.MustRegister(chunks)
-	base, st := testServer(t, func(o *APIOptions) {
+	base, st := testServer(t, func(o *Options) {
 		o.Stats = headStats{o.Queryable.(*teststorage.TestStorage).Head()}
 		o.Gatherer = reg
 	})
@@ -589,14 +596,14 @@ func TestTSDBStatus(t *testing.T) {
 	}
 
 	// Without a StatsSource, StartTime fills minTime.
-	base2, _ := testServer(t, func(o *APIOptions) { o.StartTime = func() (int64, error) { return 1234, nil } })
+	base2, _ := testServer(t, func(o *Options) { o.StartTime = func() (int64, error) { return 1234, nil } })
 	mustSucceed(t, http.MethodGet, base2+"/api/v1/status/tsdb", nil, &s)
 	if s.HeadStats.NumSeries != 0 || s.HeadStats.MinTime != 1234 {
 		t.Fatalf("nil Stats headStats: %+v", s.HeadStats)
 	}
 
 	// A failing source is an internal error.
-	base3, _ := testServer(t, func(o *APIOptions) { o.Stats = failingStats{} })
+	base3, _ := testServer(t, func(o *Options) { o.Stats = failingStats{} })
 	code, r := call(t, http.MethodGet, base3+"/api/v1/status/tsdb", nil)
 	if code != http.StatusInternalServerError || r.ErrorType != "internal" || !strings.Contains(r.Error, "boom") {
 		t.Fatalf("failing stats: %d %+v", code, r)
@@ -609,7 +616,7 @@ func (failingStats) Stats(string, int) (*tsdb.Stats, error) { return nil, errors
 
 func TestReady(t *testing.T) {
 	var ready atomic.Bool
-	base, _ := testServer(t, func(o *APIOptions) { o.Ready = ready.Load })
+	base, _ := testServer(t, func(o *Options) { o.Ready = ready.Load })
 	for _, p := range []string{"/query?query=1", "/metadata", "/status/tsdb", "/labels"} {
 		code, body, hdr := do(t, http.MethodGet, base+"/api/v1"+p, nil, nil)
 		if code != http.StatusServiceUnavailable || string(body) != "Service Unavailable" || hdr.Get("X-Prometheus-Stopping") != "false" {
@@ -622,8 +629,8 @@ func TestReady(t *testing.T) {
 
 func TestWriteAndReadRoutesTakePrecedence(t *testing.T) {
 	st := teststorage.New(t)
-	opts := APIOptions{Queryable: st}
-	h, err := NewAPIHandler(opts, NewEngine(opts))
+	opts := Options{Queryable: st}
+	h, err := NewHandler(opts, newEngine(opts))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -683,14 +690,14 @@ func TestCORSAndCompression(t *testing.T) {
 func TestMetricsRegistration(t *testing.T) {
 	st := teststorage.New(t)
 	reg := prometheus.NewRegistry()
-	opts := APIOptions{Queryable: st, Registerer: reg}
-	engine := NewEngine(opts)
-	h1, err := NewAPIHandler(opts, engine)
+	opts := Options{Queryable: st, Registerer: reg}
+	eng := newEngine(opts)
+	h1, err := NewHandler(opts, eng)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A second handler on the same registry reuses the request metric.
-	if _, err := NewAPIHandler(opts, engine); err != nil {
+	if _, err := NewHandler(opts, eng); err != nil {
 		t.Fatalf("second handler: %v", err)
 	}
 	srv := httptest.NewServer(h1)
@@ -714,7 +721,7 @@ func TestMetricsRegistration(t *testing.T) {
 			}
 		}
 		if mf.GetName() == "prometheus_engine_queries_concurrent_max" {
-			found["engine"] = mf.GetMetric()[0].GetGauge().GetValue() == defaultMaxConcurrentQueries
+			found["engine"] = mf.GetMetric()[0].GetGauge().GetValue() == float64(engine.Options{}.WithDefaults().MaxConcurrentQueries)
 		}
 	}
 	if !found["/api/v1/query"] || !found["/api/v1/metadata"] || !found["engine"] {
@@ -722,36 +729,11 @@ func TestMetricsRegistration(t *testing.T) {
 	}
 }
 
-func TestConcurrencyLimiter(t *testing.T) {
-	l := newConcurrencyLimiter(1)
-	if l.GetMaxConcurrent() != 1 {
-		t.Fatalf("max = %d", l.GetMaxConcurrent())
-	}
-	if _, err := l.Insert(context.Background(), "a"); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-	defer cancel()
-	_, err := l.Insert(ctx, "b")
-	if !errors.As(err, new(prompromql.ErrQueryTimeout)) {
-		t.Fatalf("second insert while full: %v, want ErrQueryTimeout", err)
-	}
-	cctx, ccancel := context.WithCancel(context.Background())
-	ccancel()
-	if _, err := l.Insert(cctx, "c"); !errors.As(err, new(prompromql.ErrQueryCanceled)) {
-		t.Fatalf("canceled insert: %v, want ErrQueryCanceled", err)
-	}
-	l.Delete(0)
-	if _, err := l.Insert(context.Background(), "d"); err != nil {
-		t.Fatalf("insert after delete: %v", err)
-	}
-}
-
-func TestNewAPIHandlerValidation(t *testing.T) {
-	if _, err := NewAPIHandler(APIOptions{}, NewEngine(APIOptions{})); err == nil {
+func TestNewHandlerValidation(t *testing.T) {
+	if _, err := NewHandler(Options{}, newEngine(Options{})); err == nil {
 		t.Fatal("nil Queryable accepted")
 	}
-	if _, err := NewAPIHandler(APIOptions{Queryable: teststorage.New(t)}, nil); err == nil {
+	if _, err := NewHandler(Options{Queryable: teststorage.New(t)}, nil); err == nil {
 		t.Fatal("nil engine accepted")
 	}
 }
