@@ -449,7 +449,7 @@ func runServer(c *config, logger *slog.Logger) error {
 		}
 		fmt.Fprintln(w, "tandem is ready.")
 	})
-	var apiHandler http.Handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	var notReady http.Handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, "tandem is not ready: replaying the WAL.", http.StatusServiceUnavailable)
 	})
 	mux.Handle("/api/v1/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { store.api().ServeHTTP(w, r) }))
@@ -478,7 +478,7 @@ func runServer(c *config, logger *slog.Logger) error {
 		}
 		rules.ReloadHandler(func() error { return reloadRules(svc) }).ServeHTTP(w, r)
 	}))
-	store.set(nil, apiHandler, apiHandler)
+	store.set(nil, notReady, notReady)
 
 	srv := newHTTPServer(mux, c.server)
 	var g run.Group
