@@ -109,14 +109,14 @@ func engineOpts(opts Options, reg features.Collector) promql.EngineOpts {
 	}
 }
 
-// New returns the PromQL engine configured from opts (at-modifier, negative offset, and the experimental functions Prometheus 3 enables by default — check EngineOpts).
-//
-// That is Prometheus 3's default engine: @ modifier and negative offsets on,
-// duration expressions and extended range selectors (always on in the parser),
-// subqueries without a step evaluated every 1m, and the functions marked
-// experimental off, as without --enable-feature=promql-experimental-functions;
-// queries thus behave exactly as on a default Prometheus. The engine registers its prometheus_engine_* metrics on opts.Registerer, so
-// it must be created once per registry.
+// New returns the PromQL engine configured from opts: Prometheus 3's default
+// engine, with the @ modifier and negative offsets on, duration expressions
+// and extended range selectors (always on in the parser), subqueries without
+// a step evaluated every 1m, and the functions marked experimental off, as
+// without --enable-feature=promql-experimental-functions; queries thus
+// behave exactly as on a default Prometheus. The engine registers its
+// prometheus_engine_* metrics on opts.Registerer, so it must be created once
+// per registry.
 //
 // Unless opts.DisablePushdown is set, the engine evaluates aggregations of
 // selectors and of range functions itself (package pushdown) and hands the
