@@ -33,14 +33,21 @@ func writeBlock(t *testing.T, dir string, mint, maxt int64, n int, opts block.Wr
 	return meta
 }
 
-// openSet opens a set on dir and closes it when the test ends.
+// openSet opens a set on dir and closes it when the test ends (failing the
+// test, not hanging, if a reference is left: a failed test may leave one).
 func openSet(t *testing.T, dir string, opts Options) *Set {
 	t.Helper()
 	s, err := Open(dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close() })
+	t.Cleanup(func() {
+		select {
+		case <-async(s.Close):
+		case <-time.After(10 * time.Second):
+			t.Error("Close still waiting after 10s: a block reference was left")
+		}
+	})
 	return s
 }
 
