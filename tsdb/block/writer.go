@@ -14,6 +14,8 @@ import (
 
 	"github.com/oklog/ulid/v2"
 	"github.com/prometheus/prometheus/model/labels"
+
+	"github.com/tandem-tsdb/tandem/internal/fsutil"
 )
 
 // errInjected is returned by Write when WriteOptions.failAfter triggers.
@@ -190,20 +192,10 @@ func CleanupTmp(dir string) error {
 	return nil
 }
 
+// syncDir fsyncs dir (fsutil.SyncDir), observed by testHookFS as "syncdir".
 func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
 	hookFS("syncdir", dir)
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	return nil
+	return fsutil.SyncDir(dir)
 }
 
 // blockWriter holds the state of one Write.

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/tandem-tsdb/tandem/internal/fsutil"
 )
 
 // Healthy returns nil while the WAL takes records, else the error of the last
@@ -98,7 +100,7 @@ func (w *WAL) recoverLocked() error {
 	if err := os.Rename(tmp, filepath.Join(w.dir, segmentName(n))); err != nil {
 		return abandon("rename", err, false)
 	}
-	if err := syncDir(w.dir); err != nil {
+	if err := fsutil.SyncDir(w.dir); err != nil {
 		return abandon("sync dir", err, true)
 	}
 	w.nextSeg = n + 1

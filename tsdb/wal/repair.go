@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/tandem-tsdb/tandem/internal/fsutil"
 )
 
 // maxPlaceholders bounds the empty segments Repair creates for missing ones.
@@ -132,8 +134,8 @@ func repairDir(dir string, cp int, opts RepairOptions) ([]SegmentReport, error) 
 		}
 	}
 	if created {
-		if err := syncDir(dir); err != nil {
-			return reps, err
+		if err := fsutil.SyncDir(dir); err != nil {
+			return reps, fmt.Errorf("wal: %w", err)
 		}
 	}
 	return reps, nil

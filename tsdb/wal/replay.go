@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/tandem-tsdb/tandem/internal/fsutil"
 )
 
 // checkpointPrefix names the checkpoints the head keeps next to the
@@ -211,5 +213,8 @@ func rewriteSegment(dir string, seg int, src io.ReaderAt, size int64, damage []D
 		os.Remove(tmp)
 		return fmt.Errorf("wal: rewrite segment %d: %w", seg, err)
 	}
-	return syncDir(dir)
+	if err := fsutil.SyncDir(dir); err != nil {
+		return fmt.Errorf("wal: %w", err)
+	}
+	return nil
 }

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tandem-tsdb/tandem/internal/fsutil"
 )
 
 const (
@@ -302,8 +304,8 @@ func (w *WAL) Truncate(n int) error {
 		removed = true
 	}
 	if removed {
-		if err := syncDir(w.dir); err != nil {
-			return err
+		if err := fsutil.SyncDir(w.dir); err != nil {
+			return fmt.Errorf("wal: %w", err)
 		}
 	}
 	return nil
@@ -457,8 +459,8 @@ func (w *WAL) newSegmentLocked() (*segment, error) {
 		w.fresh = &segment{f: f, num: n}
 		w.nextSeg = n + 1
 	}
-	if err := syncDir(w.dir); err != nil {
-		return nil, err
+	if err := fsutil.SyncDir(w.dir); err != nil {
+		return nil, fmt.Errorf("wal: %w", err)
 	}
 	s := w.fresh
 	w.fresh = nil
@@ -630,17 +632,4 @@ func (w *WAL) Close() error {
 		w.seg = nil
 	}
 	return errors.Join(errs...)
-}
-
-// syncDir fsyncs a directory so that created or removed entries are durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("wal: open dir for sync: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("wal: sync dir: %w", err)
-	}
-	return nil
 }
