@@ -206,30 +206,6 @@ func TestOpenBlocksDamage(t *testing.T) {
 	}
 }
 
-// TestBlockDamaged classifies the errors a block's files can give.
-func TestBlockDamaged(t *testing.T) {
-	pathErr := func(e error) error {
-		return fmt.Errorf("open block: %w", &fs.PathError{Op: "open", Path: "/data/01X/index", Err: e})
-	}
-	for _, c := range []struct {
-		err  error
-		want bool
-	}{
-		{pathErr(syscall.EMFILE), false},
-		{pathErr(syscall.ENFILE), false},
-		{pathErr(syscall.ENOMEM), false},
-		{pathErr(syscall.EACCES), false},
-		{pathErr(syscall.EIO), false},
-		{fmt.Errorf("mmap /data/01X/chunks: %w", syscall.ENOMEM), false},
-		{pathErr(syscall.ENOENT), true},
-		{fmt.Errorf("open block: index: %w", block.ErrCorrupt), true},
-	} {
-		if got := blockDamaged(c.err); got != c.want {
-			t.Errorf("blockDamaged(%v) = %v, want %v", c.err, got, c.want)
-		}
-	}
-}
-
 func writeFile(t *testing.T, p, s string) {
 	t.Helper()
 	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
@@ -260,13 +236,13 @@ func flipByte(t *testing.T, p string, off int) {
 func TestOpenBlocksInterruptedDeletion(t *testing.T) {
 	dir, bs, _ := dbWithBlocks(t)
 	victim := filepath.Join(dir, bs[0].ULID)
-	if err := os.Rename(victim, victim+deletingSuffix); err != nil {
+	if err := os.Rename(victim, victim+".tmp-for-deletion"); err != nil {
 		t.Fatal(err)
 	}
-	removeFile(t, filepath.Join(victim+deletingSuffix, block.MetaFilename))
+	removeFile(t, filepath.Join(victim+".tmp-for-deletion", block.MetaFilename))
 	db := openDB(t, dir, func(o *DBOptions) { o.Head.BlockRange = time.Hour })
 	defer db.Close()
-	if _, err := os.Stat(victim + deletingSuffix); !os.IsNotExist(err) {
+	if _, err := os.Stat(victim + ".tmp-for-deletion"); !os.IsNotExist(err) {
 		t.Fatalf("interrupted deletion left in place: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "quarantine")); !os.IsNotExist(err) {
@@ -274,24 +250,5 @@ func TestOpenBlocksInterruptedDeletion(t *testing.T) {
 	}
 	if n := len(db.Blocks()); n != len(bs)-1 {
 		t.Fatalf("%d blocks, want %d", n, len(bs)-1)
-	}
-}
-
-// TestRemoveBlockDir: a deleted block leaves neither its directory nor the
-// renamed one behind.
-func TestRemoveBlockDir(t *testing.T) {
-	dir := t.TempDir()
-	p := filepath.Join(dir, "01ARZ3NDEKTSV4RRFFQ69G5FAV")
-	if err := os.MkdirAll(p, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, filepath.Join(p, block.MetaFilename), "{}")
-	if err := removeBlockDir(dir, p); err != nil {
-		t.Fatal(err)
-	}
-	for _, q := range []string{p, p + deletingSuffix} {
-		if _, err := os.Stat(q); !os.IsNotExist(err) {
-			t.Fatalf("%s still there: %v", q, err)
-		}
 	}
 }

@@ -9,12 +9,13 @@ import (
 	"github.com/prometheus/prometheus/util/annotations"
 
 	"github.com/tandem-tsdb/tandem/tsdb/block"
+	"github.com/tandem-tsdb/tandem/tsdb/blockset"
 	"github.com/tandem-tsdb/tandem/tsdb/internal/results"
 )
 
 // blockQuerier is a storage.Querier over one on-disk block.
 type blockQuerier struct {
-	b          *dbBlock
+	b          *blockset.Block
 	mint, maxt int64
 }
 
@@ -73,7 +74,7 @@ func (q *blockQuerier) LabelNames(_ context.Context, hints *storage.LabelHints, 
 }
 
 func (q *blockQuerier) Close() error {
-	q.b.release()
+	q.b.Release()
 	return nil
 }
 

@@ -2,19 +2,16 @@ package tsdb
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"sync"
 	"syscall"
 	"time"
 
-	"github.com/oklog/ulid/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
@@ -22,6 +19,7 @@ import (
 
 	"github.com/tandem-tsdb/tandem/compact"
 	"github.com/tandem-tsdb/tandem/tsdb/block"
+	"github.com/tandem-tsdb/tandem/tsdb/blockset"
 	"github.com/tandem-tsdb/tandem/tsdb/head"
 )
 
@@ -50,32 +48,16 @@ type DB struct {
 	logger *slog.Logger
 	head   *head.Head
 
-	mu     sync.RWMutex
-	blocks []*dbBlock // sorted by MinTime
-	// readers counts the queriers created since the block list last grew; a
-	// flush drops head data only once the queriers that could not see its
-	// block are closed.
-	readers *sync.WaitGroup
+	blocks *blockset.Set
 
-	maintMu sync.Mutex // one flush/compaction/retention at a time
+	maintMu sync.Mutex // one flush/compaction/retention/tombstone cleaning at a time
 	metrics *dbMetrics
 	tombs   *tombstones
 }
 
-// dbBlock is an open block with a count of the queriers using it, so that
-// compaction and retention close it only once nobody reads it.
-type dbBlock struct {
-	*block.Block
-	dir  string
-	refs sync.WaitGroup
-}
-
-func (b *dbBlock) release() { b.refs.Done() }
-
 type dbMetrics struct {
 	flushes, flushFailures prometheus.Counter
 	flushDuration          prometheus.Histogram
-	blocksDeleted          prometheus.Counter
 	compactions            prometheus.Counter
 	compactionFailures     prometheus.Counter
 	compactionDuration     prometheus.Histogram
@@ -94,24 +76,23 @@ func OpenDB(dir string, opts DBOptions) (*DB, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
-	db := &DB{dir: dir, opts: opts, logger: opts.Head.Logger, readers: &sync.WaitGroup{}}
-	if err := block.CleanupTmp(dir); err != nil {
-		return nil, fmt.Errorf("remove incomplete blocks: %w", err)
-	}
-	if err := db.openBlocks(); err != nil {
+	db := &DB{dir: dir, opts: opts, logger: opts.Head.Logger}
+	blocks, err := blockset.Open(dir, blockset.Options{Logger: opts.Head.Logger, Registerer: opts.Head.Registerer})
+	if err != nil {
 		return nil, err
 	}
+	db.blocks = blocks
 	tombs, err := loadTombstones(dir)
 	if err != nil {
-		db.closeBlocks()
+		blocks.Close()
 		return nil, err
 	}
 	db.tombs = tombs
 	hopts := opts.Head
-	hopts.MinValidTime = db.blocksMaxTime()
+	hopts.MinValidTime = blocks.MaxTime()
 	h, err := head.Open(dir, hopts)
 	if err != nil {
-		db.closeBlocks()
+		blocks.Close()
 		return nil, err
 	}
 	db.head = h
@@ -124,7 +105,6 @@ func newDBMetrics(db *DB, reg prometheus.Registerer) *dbMetrics {
 		flushes:                prometheus.NewCounter(prometheus.CounterOpts{Name: "tandem_head_flushes_total", Help: "Head ranges written as blocks."}),
 		flushFailures:          prometheus.NewCounter(prometheus.CounterOpts{Name: "tandem_head_flush_failures_total", Help: "Failed head flushes."}),
 		flushDuration:          prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tandem_head_flush_duration_seconds", Help: "Time to write a head range as a block, truncate the head and checkpoint the WAL.", Buckets: prometheus.ExponentialBuckets(0.01, 3, 10)}),
-		blocksDeleted:          prometheus.NewCounter(prometheus.CounterOpts{Name: "tandem_blocks_deleted_total", Help: "Blocks deleted by retention or replaced by compaction."}),
 		compactions:            prometheus.NewCounter(prometheus.CounterOpts{Name: "tandem_compactions_total", Help: "Block merges completed."}),
 		compactionFailures:     prometheus.NewCounter(prometheus.CounterOpts{Name: "tandem_compaction_failures_total", Help: "Block merges that failed."}),
 		compactionDuration:     prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tandem_compaction_duration_seconds", Help: "Time to merge blocks into one.", Buckets: prometheus.ExponentialBuckets(0.01, 3, 10)}),
@@ -133,169 +113,10 @@ func newDBMetrics(db *DB, reg prometheus.Registerer) *dbMetrics {
 		compactionCPU:          prometheus.NewCounter(prometheus.CounterOpts{Name: "tandem_compaction_cpu_seconds_total", Help: "CPU time (user and system) spent merging blocks."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.flushes, m.flushFailures, m.flushDuration, m.blocksDeleted,
-			m.compactions, m.compactionFailures, m.compactionDuration, m.compactionBytesRead, m.compactionBytesWritten, m.compactionCPU,
-			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tandem_blocks", Help: "Blocks on disk."}, func() float64 {
-				db.mu.RLock()
-				defer db.mu.RUnlock()
-				return float64(len(db.blocks))
-			}),
-			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tandem_blocks_bytes", Help: "Bytes of the blocks on disk."}, func() float64 {
-				return float64(db.blocksSize())
-			}),
-		)
+		reg.MustRegister(m.flushes, m.flushFailures, m.flushDuration,
+			m.compactions, m.compactionFailures, m.compactionDuration, m.compactionBytesRead, m.compactionBytesWritten, m.compactionCPU)
 	}
 	return m
-}
-
-func (db *DB) openBlocks() error {
-	entries, err := os.ReadDir(db.dir)
-	if err != nil {
-		return fmt.Errorf("list %s: %w", db.dir, err)
-	}
-	if err := removeDeleting(db.dir, entries); err != nil {
-		return err
-	}
-	for _, e := range entries {
-		if !e.IsDir() || !isBlockDir(e.Name()) {
-			continue
-		}
-		p := filepath.Join(db.dir, e.Name())
-		b, err := block.Open(p)
-		if err != nil && !blockDamaged(err) {
-			// A transient error (EMFILE, ENOMEM, EACCES, EIO, ...) says
-			// nothing about the block's bytes: stop, keep the block.
-			db.logger.Error("cannot open block; not moving it to quarantine", "block", p, "err", err)
-			db.closeBlocks()
-			return errBlockUnavailable(p, err)
-		}
-		if err != nil {
-			db.logger.Error("block is damaged: moving it to quarantine", "block", p, "err", err)
-			if qerr := db.quarantine(p); qerr != nil {
-				db.closeBlocks()
-				return fmt.Errorf("quarantine %s: %w (after: %w)", p, qerr, err)
-			}
-			continue
-		}
-		db.blocks = append(db.blocks, &dbBlock{Block: b, dir: p})
-	}
-	db.sortBlocks()
-	return db.dropReplaced()
-}
-
-// dropReplaced deletes blocks that a compacted block already contains (a
-// crash between writing a merged block and deleting its sources).
-func (db *DB) dropReplaced() error {
-	sources := func(m block.Meta) []string {
-		if len(m.Compaction.Sources) == 0 {
-			return []string{m.ULID}
-		}
-		return m.Compaction.Sources
-	}
-	var keep, drop []*dbBlock
-	for _, x := range db.blocks {
-		mx := x.Meta()
-		replaced := false
-		for _, y := range db.blocks {
-			my := y.Meta()
-			if y == x || my.Compaction.Level <= mx.Compaction.Level {
-				continue
-			}
-			have := map[string]bool{}
-			for _, s := range sources(my) {
-				have[s] = true
-			}
-			all := true
-			for _, s := range sources(mx) {
-				all = all && have[s]
-			}
-			if all {
-				replaced = true
-				break
-			}
-		}
-		if replaced {
-			drop = append(drop, x)
-		} else {
-			keep = append(keep, x)
-		}
-	}
-	db.blocks = keep
-	for _, b := range drop {
-		db.logger.Info("deleting a block already merged into a compacted block", "block", b.dir)
-		b.Close()
-		if err := removeBlockDir(db.dir, b.dir); err != nil {
-			return fmt.Errorf("delete replaced block %s: %w", b.dir, err)
-		}
-	}
-	return nil
-}
-
-// isBlockDir reports whether a directory name is a block's (a ULID).
-func isBlockDir(name string) bool {
-	_, err := ulid.ParseStrict(name)
-	return err == nil
-}
-
-// quarantine moves the damaged block p to <dir>/quarantine, durably.
-func (db *DB) quarantine(p string) error {
-	q := filepath.Join(db.dir, "quarantine")
-	if err := os.MkdirAll(q, 0o755); err != nil {
-		return err
-	}
-	if err := os.Rename(p, filepath.Join(q, filepath.Base(p))); err != nil {
-		return err
-	}
-	if err := syncDir(q); err != nil {
-		return err
-	}
-	return syncDir(db.dir)
-}
-
-func (db *DB) sortBlocks() {
-	slices.SortFunc(db.blocks, func(a, b *dbBlock) int {
-		switch {
-		case a.Meta().MinTime < b.Meta().MinTime:
-			return -1
-		case a.Meta().MinTime > b.Meta().MinTime:
-			return 1
-		}
-		return 0
-	})
-}
-
-// blocksMaxTime returns the end of the newest block (MinInt64 without blocks).
-func (db *DB) blocksMaxTime() int64 {
-	db.mu.RLock()
-	defer db.mu.RUnlock()
-	m := int64(math.MinInt64)
-	for _, b := range db.blocks {
-		m = max(m, b.Meta().MaxTime)
-	}
-	return m
-}
-
-func (db *DB) blocksSize() int64 {
-	db.mu.RLock()
-	defer db.mu.RUnlock()
-	var n int64
-	for _, b := range db.blocks {
-		n += dirSize(b.dir)
-	}
-	return n
-}
-
-func dirSize(dir string) int64 {
-	var n int64
-	filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			if fi, err := d.Info(); err == nil {
-				n += fi.Size()
-			}
-		}
-		return nil
-	})
-	return n
 }
 
 // Ready reports whether start-up (WAL replay) has finished.
@@ -311,15 +132,7 @@ func (db *DB) Writable() error {
 }
 
 // Blocks returns the metas of the blocks, oldest first.
-func (db *DB) Blocks() []block.Meta {
-	db.mu.RLock()
-	defer db.mu.RUnlock()
-	out := make([]block.Meta, len(db.blocks))
-	for i, b := range db.blocks {
-		out[i] = b.Meta()
-	}
-	return out
-}
+func (db *DB) Blocks() []block.Meta { return db.blocks.Metas() }
 
 // AppendBatch writes a batch to the head (see Head.AppendBatch).
 func (db *DB) AppendBatch(ctx context.Context, b *head.Batch) (head.AppendResult, error) {
@@ -351,37 +164,17 @@ func (db *DB) Stats(statsByLabelName string, limit int) (*promtsdb.Stats, error)
 
 // StartTime returns the oldest timestamp stored.
 func (db *DB) StartTime() (int64, error) {
-	db.mu.RLock()
-	defer db.mu.RUnlock()
-	if len(db.blocks) > 0 {
-		return db.blocks[0].Meta().MinTime, nil
+	if t, ok := db.blocks.MinTime(); ok {
+		return t, nil
 	}
 	return db.head.StartTime()
-}
-
-// acquire returns the blocks overlapping [mint, maxt], each referenced once,
-// and registers a reader of the head until done is called.
-func (db *DB) acquire(mint, maxt int64) (out []*dbBlock, done func()) {
-	db.mu.RLock()
-	defer db.mu.RUnlock()
-	wg := db.readers
-	wg.Add(1)
-	done = sync.OnceFunc(wg.Done)
-	for _, b := range db.blocks {
-		m := b.Meta()
-		if m.MinTime <= maxt && m.MaxTime > mint {
-			b.refs.Add(1)
-			out = append(out, b)
-		}
-	}
-	return out, done
 }
 
 // Querier returns a storage.Querier over blocks and head for [mint, maxt].
 // Series present in several of them are merged in time order, identical
 // timestamps once (a flush in progress may briefly hold a range in both).
 func (db *DB) Querier(mint, maxt int64) (storage.Querier, error) {
-	bs, done := db.acquire(mint, maxt)
+	bs, done := db.blocks.Acquire(mint, maxt)
 	qs := make([]storage.Querier, 0, len(bs)+1)
 	for _, b := range bs {
 		qs = append(qs, &blockQuerier{b: b, mint: mint, maxt: maxt})
@@ -490,29 +283,22 @@ func (db *DB) flushLate() (bool, error) {
 		return false, nil
 	}
 	rng := db.head.Options().BlockRange.Milliseconds()
-	var added []*dbBlock
+	var dirs []string
 	for _, mint := range late.Ranges(rng) {
 		meta, err := block.Write(db.dir, mint, mint+rng, late.Groups(mint, mint+rng),
 			block.WriteOptions{Exemplars: late.Exemplars(mint, mint+rng)})
 		if err != nil {
 			return false, fmt.Errorf("write out-of-order block [%d, %d): %w", mint, mint+rng, err)
 		}
-		p := filepath.Join(db.dir, meta.ULID)
-		b, err := block.Open(p)
-		if err != nil {
-			return false, fmt.Errorf("open out-of-order block %s: %w", p, err)
-		}
-		added = append(added, &dbBlock{Block: b, dir: p})
+		dirs = append(dirs, filepath.Join(db.dir, meta.ULID))
 		db.logger.Info("late samples written to an out-of-order block", "block", meta.ULID, "mint", mint, "maxt", mint+rng,
 			"samples", meta.Stats.NumSamples, "exemplars", meta.Stats.NumExemplars)
 	}
-	db.mu.Lock()
-	db.blocks = append(db.blocks, added...)
-	db.sortBlocks()
-	older := db.readers
-	db.readers = &sync.WaitGroup{}
-	db.mu.Unlock()
-	older.Wait()
+	// Queriers created before the blocks were listed read the late data
+	// from the head: Add returns once they are done.
+	if err := db.blocks.Add(dirs...); err != nil {
+		return false, fmt.Errorf("open out-of-order block %w", err)
+	}
 	late.Drop()
 	return true, nil
 }
@@ -533,20 +319,12 @@ func (db *DB) flushRange(mint, maxt int64) (empty bool, err error) {
 			return false, fmt.Errorf("remove empty block of [%d, %d): %w", mint, maxt, err)
 		}
 	} else {
-		p := filepath.Join(db.dir, meta.ULID)
-		b, err := block.Open(p)
-		if err != nil {
-			return false, fmt.Errorf("open flushed block %s: %w", p, err)
-		}
-		db.mu.Lock()
-		db.blocks = append(db.blocks, &dbBlock{Block: b, dir: p})
-		db.sortBlocks()
-		older := db.readers
-		db.readers = &sync.WaitGroup{}
-		db.mu.Unlock()
 		// Queriers created before the block was listed read the range from
-		// the head: keep it until they are done.
-		older.Wait()
+		// the head: Add returns once they are done, and the head keeps the
+		// range until then.
+		if err := db.blocks.Add(filepath.Join(db.dir, meta.ULID)); err != nil {
+			return false, fmt.Errorf("open flushed block %w", err)
+		}
 		db.logger.Info("head range flushed to a block", "block", meta.ULID, "mint", mint, "maxt", maxt,
 			"samples", meta.Stats.NumSamples, "series", meta.Stats.NumSeries, "groups", meta.Stats.NumGroups,
 			"exemplars", meta.Stats.NumExemplars)
@@ -559,24 +337,24 @@ func (db *DB) flushRange(mint, maxt int64) (empty bool, err error) {
 // every block's files (exemplars included) and, with withHead, the head's
 // content (samples and exemplars) as one more block.
 func (db *DB) Snapshot(dir string, withHead bool) error {
-	bs, done := db.acquire(math.MinInt64, math.MaxInt64)
+	bs, done := db.blocks.Acquire(math.MinInt64, math.MaxInt64)
 	defer func() {
 		for _, b := range bs {
-			b.release()
+			b.Release()
 		}
 		done()
 	}()
 	for _, b := range bs {
-		dst := filepath.Join(dir, filepath.Base(b.dir))
+		dst := filepath.Join(dir, filepath.Base(b.Dir()))
 		if err := os.MkdirAll(dst, 0o755); err != nil {
 			return fmt.Errorf("snapshot: %w", err)
 		}
-		entries, err := os.ReadDir(b.dir)
+		entries, err := os.ReadDir(b.Dir())
 		if err != nil {
-			return fmt.Errorf("snapshot: list %s: %w", b.dir, err)
+			return fmt.Errorf("snapshot: list %s: %w", b.Dir(), err)
 		}
 		for _, e := range entries {
-			if err := os.Link(filepath.Join(b.dir, e.Name()), filepath.Join(dst, e.Name())); err != nil {
+			if err := os.Link(filepath.Join(b.Dir(), e.Name()), filepath.Join(dst, e.Name())); err != nil {
 				return fmt.Errorf("snapshot: link %s: %w", e.Name(), err)
 			}
 		}
@@ -627,33 +405,19 @@ func (db *DB) Compact() error {
 
 func (db *DB) compactPlan(plan []block.Meta) error {
 	start := time.Now()
-	want := map[string]bool{}
-	for _, m := range plan {
-		want[m.ULID] = true
+	ids := make([]string, len(plan))
+	for i, m := range plan {
+		ids[i] = m.ULID
 	}
-	db.mu.RLock()
-	var srcs []*dbBlock
-	for _, b := range db.blocks {
-		if want[b.Meta().ULID] {
-			b.refs.Add(1)
-			srcs = append(srcs, b)
-		}
-	}
-	db.mu.RUnlock()
-	release := func() {
-		for _, b := range srcs {
-			b.release()
-		}
-	}
-	if len(srcs) != len(plan) {
-		release()
-		return fmt.Errorf("compaction plan names blocks that are gone")
+	srcs, err := db.blocks.AcquireIDs(ids)
+	if err != nil {
+		return err
 	}
 	raw := make([]*block.Block, len(srcs))
 	var read int64
 	for i, b := range srcs {
 		raw[i] = b.Block
-		read += dirSize(b.dir)
+		read += b.Size()
 	}
 	// The merge runs on this goroutine: pin it to its thread to measure its CPU.
 	runtime.LockOSThread()
@@ -661,32 +425,26 @@ func (db *DB) compactPlan(plan []block.Meta) error {
 	meta, err := compact.Merge(db.dir, raw, block.WriteOptions{})
 	db.metrics.compactionCPU.Add(threadCPU() - cpu0)
 	runtime.UnlockOSThread()
-	release()
 	if err != nil {
+		for _, b := range srcs {
+			b.Release()
+		}
 		return fmt.Errorf("compact %d blocks: %w", len(srcs), err)
 	}
 	p := filepath.Join(db.dir, meta.ULID)
-	nb, err := block.Open(p)
-	if err != nil {
-		return fmt.Errorf("open compacted block %s: %w", p, err)
+	written := blockset.DirSize(p)
+	// The merged block replaces its sources in one step; they are deleted
+	// once no querier reads them.
+	if err := db.blocks.Replace(srcs, p); err != nil {
+		return fmt.Errorf("open compacted block %w", err)
 	}
-	db.mu.Lock()
-	keep := db.blocks[:0]
-	for _, b := range db.blocks {
-		if !want[b.Meta().ULID] {
-			keep = append(keep, b)
-		}
-	}
-	db.blocks = append(keep, &dbBlock{Block: nb, dir: p})
-	db.sortBlocks()
-	db.mu.Unlock()
 	db.metrics.compactions.Inc()
 	db.metrics.compactionDuration.Observe(time.Since(start).Seconds())
 	db.metrics.compactionBytesRead.Add(float64(read))
-	db.metrics.compactionBytesWritten.Add(float64(dirSize(p)))
+	db.metrics.compactionBytesWritten.Add(float64(written))
 	db.logger.Info("blocks compacted", "block", meta.ULID, "sources", len(srcs), "mint", meta.MinTime, "maxt", meta.MaxTime,
 		"level", meta.Compaction.Level, "duration", time.Since(start))
-	return db.deleteBlocks(srcs)
+	return nil
 }
 
 // threadCPU returns the calling thread's CPU time in seconds (0 if unknown).
@@ -705,70 +463,7 @@ const rusageThread = 1
 func (db *DB) ApplyRetention() error {
 	db.maintMu.Lock()
 	defer db.maintMu.Unlock()
-	var drop []*dbBlock
-	db.mu.Lock()
-	if rt := db.opts.RetentionTime.Milliseconds(); rt > 0 {
-		newest := max(db.head.MaxTime(), db.blocksMaxTimeLocked())
-		keep := db.blocks[:0]
-		for _, b := range db.blocks {
-			if b.Meta().MaxTime <= newest-rt {
-				drop = append(drop, b)
-			} else {
-				keep = append(keep, b)
-			}
-		}
-		db.blocks = keep
-	}
-	if rs := db.opts.RetentionSize; rs > 0 {
-		var total int64
-		sizes := make([]int64, len(db.blocks))
-		for i, b := range db.blocks {
-			sizes[i] = dirSize(b.dir)
-			total += sizes[i]
-		}
-		i := 0
-		for total > rs && i < len(db.blocks) {
-			drop = append(drop, db.blocks[i])
-			total -= sizes[i]
-			i++
-		}
-		db.blocks = db.blocks[i:]
-	}
-	db.mu.Unlock()
-	return db.deleteBlocks(drop)
-}
-
-func (db *DB) blocksMaxTimeLocked() int64 {
-	m := int64(math.MinInt64)
-	for _, b := range db.blocks {
-		m = max(m, b.Meta().MaxTime)
-	}
-	return m
-}
-
-// deleteBlocks closes and removes blocks already taken out of the list, once
-// the queries reading them are done.
-func (db *DB) deleteBlocks(bs []*dbBlock) error {
-	var errs []error
-	for _, b := range bs {
-		b.refs.Wait()
-		if err := b.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("close block %s: %w", b.dir, err))
-		}
-		if err := removeBlockDir(db.dir, b.dir); err != nil {
-			errs = append(errs, fmt.Errorf("delete block %s: %w", b.dir, err))
-		}
-		db.metrics.blocksDeleted.Inc()
-		db.logger.Info("block deleted", "block", b.dir)
-	}
-	return errors.Join(errs...)
-}
-
-func (db *DB) closeBlocks() {
-	for _, b := range db.blocks {
-		b.Close()
-	}
-	db.blocks = nil
+	return db.blocks.Retain(db.head.MaxTime(), db.opts.RetentionTime, db.opts.RetentionSize)
 }
 
 // Close closes the head (syncing the WAL) and the blocks.
@@ -776,11 +471,6 @@ func (db *DB) Close() error {
 	db.maintMu.Lock()
 	defer db.maintMu.Unlock()
 	err := db.head.Close()
-	db.mu.Lock()
-	for _, b := range db.blocks {
-		b.refs.Wait()
-	}
-	db.closeBlocks()
-	db.mu.Unlock()
+	db.blocks.Close() // unmapping errors change nothing on disk
 	return err
 }

@@ -122,8 +122,8 @@ func TestDBFlushWhileWriting(t *testing.T) {
 	defer db2.Close()
 	compareModels(t, want, dbAll(t, db2))
 	// The WAL was checkpointed: start-up replays only the head's part.
-	if st, _ := db2.Stats("__name__", 10); st.MinTime < db2.blocksMaxTime() {
-		t.Fatalf("head starts at %d, before the blocks' end %d", st.MinTime, db2.blocksMaxTime())
+	if st, _ := db2.Stats("__name__", 10); st.MinTime < db2.blocks.MaxTime() {
+		t.Fatalf("head starts at %d, before the blocks' end %d", st.MinTime, db2.blocks.MaxTime())
 	}
 	q, _ := db2.Querier(math.MinInt64, math.MaxInt64)
 	vals, _, err := q.LabelValues(context.Background(), "instance", nil)
@@ -544,12 +544,12 @@ func TestDBRetentionSize(t *testing.T) {
 	if len(blocks) < 3 {
 		t.Fatalf("%d blocks", len(blocks))
 	}
-	limit := db.blocksSize() * 6 / 10
+	limit := db.blocks.Size() * 6 / 10
 	db.opts.RetentionSize = limit
 	if err := db.ApplyRetention(); err != nil {
 		t.Fatal(err)
 	}
-	if got := db.blocksSize(); got > limit || len(db.Blocks()) == 0 || len(db.Blocks()) >= len(blocks) {
+	if got := db.blocks.Size(); got > limit || len(db.Blocks()) == 0 || len(db.Blocks()) >= len(blocks) {
 		t.Fatalf("after size retention: %d bytes in %d blocks (limit %d, before %d blocks)", got, len(db.Blocks()), limit, len(blocks))
 	}
 	if db.Blocks()[0].MinTime == blocks[0].MinTime {

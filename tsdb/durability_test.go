@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oklog/ulid/v2"
 	"github.com/tandem-tsdb/tandem/tsdb/head"
 	"github.com/tandem-tsdb/tandem/tsdb/record"
 	"github.com/tandem-tsdb/tandem/tsdb/wal"
@@ -58,7 +59,7 @@ func TestFlushSkipsEmptyRanges(t *testing.T) {
 	entries, _ := os.ReadDir(dir)
 	var blocks []string
 	for _, e := range entries {
-		if e.IsDir() && isBlockDir(e.Name()) {
+		if e.IsDir() && isULID(e.Name()) {
 			blocks = append(blocks, e.Name())
 		}
 	}
@@ -108,4 +109,10 @@ func TestReplayUnplaceableTimestamp(t *testing.T) {
 	if n := len(dbAll(t, db)[l.String()]); n != len(c.Samples)-1 {
 		t.Fatalf("%d samples, want %d", n, len(c.Samples)-1)
 	}
+}
+
+// isULID reports whether name is a block directory's (a ULID).
+func isULID(name string) bool {
+	_, err := ulid.ParseStrict(name)
+	return err == nil
 }

@@ -97,10 +97,10 @@ func (q dbExemplarQuerier) Select(start, end int64, matchers ...[]*labels.Matche
 	if len(matchers) == 0 || start > end {
 		return []exemplar.QueryResult{}, nil
 	}
-	bs, done := db.acquire(start, end)
+	bs, done := db.blocks.Acquire(start, end)
 	defer func() {
 		for _, b := range bs {
-			b.release()
+			b.Release()
 		}
 		done()
 	}()

@@ -19,7 +19,9 @@ import (
 	"github.com/prometheus/prometheus/util/annotations"
 
 	"github.com/tandem-tsdb/tandem/compact"
+	"github.com/tandem-tsdb/tandem/internal/fsutil"
 	"github.com/tandem-tsdb/tandem/tsdb/block"
+	"github.com/tandem-tsdb/tandem/tsdb/blockset"
 	"github.com/tandem-tsdb/tandem/tsdb/fastread"
 )
 
@@ -88,7 +90,7 @@ func (ts *tombstones) save() error {
 	if err := os.Rename(tmp, ts.path); err != nil {
 		return fmt.Errorf("rename %s: %w", tmp, err)
 	}
-	return syncDir(filepath.Dir(ts.path))
+	return fsutil.SyncDir(filepath.Dir(ts.path))
 }
 
 func (ts *tombstones) empty() bool {
@@ -168,23 +170,21 @@ func (db *DB) CleanTombstones() error {
 	if len(list) == 0 {
 		return nil
 	}
-	db.mu.RLock()
-	var todo []*dbBlock
-	for _, b := range db.blocks {
+	bs, done := db.blocks.Acquire(math.MinInt64, math.MaxInt64)
+	done() // no head data is read
+	var todo []*blockset.Block
+	for _, b := range bs {
 		m := b.Meta()
-		for _, t := range list {
-			if t.MinTime < m.MaxTime && t.MaxTime >= m.MinTime {
-				b.refs.Add(1)
-				todo = append(todo, b)
-				break
-			}
+		if slices.ContainsFunc(list, func(t tombstone) bool { return t.MinTime < m.MaxTime && t.MaxTime >= m.MinTime }) {
+			todo = append(todo, b)
+		} else {
+			b.Release()
 		}
 	}
-	db.mu.RUnlock()
 	for i, b := range todo {
 		if err := db.rewriteWithout(b); err != nil {
-			for _, r := range todo[i:] {
-				r.release()
+			for _, r := range todo[i+1:] { // rewriteWithout released b
+				r.Release()
 			}
 			return err
 		}
@@ -203,30 +203,21 @@ func (db *DB) CleanTombstones() error {
 	return db.tombs.save()
 }
 
-// rewriteWithout replaces block b (referenced once by the caller) by a copy
-// without deleted samples. The copy is written as compaction writes blocks,
-// chunk by chunk and column by column, so its memory is bounded whatever
-// the block's length and its groups' width; series left without samples
-// leave the block.
-func (db *DB) rewriteWithout(b *dbBlock) error {
+// rewriteWithout replaces block b (referenced once by the caller, a
+// reference it takes over) by a copy without deleted samples. The copy is
+// written as compaction writes blocks, chunk by chunk and column by column,
+// so its memory is bounded whatever the block's length and its groups'
+// width; series left without samples leave the block.
+func (db *DB) rewriteWithout(b *blockset.Block) error {
 	meta, err := compact.Rewrite(db.dir, b.Block, db.tombs.intervals, block.WriteOptions{})
-	b.release()
 	if err != nil {
-		return fmt.Errorf("rewrite block %s without deleted samples: %w", b.dir, err)
+		b.Release()
+		return fmt.Errorf("rewrite block %s without deleted samples: %w", b.Dir(), err)
 	}
-	p := filepath.Join(db.dir, meta.ULID)
-	nb, err := block.Open(p)
-	if err != nil {
-		return fmt.Errorf("open rewritten block %s: %w", p, err)
+	if err := db.blocks.Replace([]*blockset.Block{b}, filepath.Join(db.dir, meta.ULID)); err != nil {
+		return fmt.Errorf("open rewritten block %w", err)
 	}
-	db.mu.Lock()
-	for i, x := range db.blocks {
-		if x == b {
-			db.blocks[i] = &dbBlock{Block: nb, dir: p}
-		}
-	}
-	db.mu.Unlock()
-	return db.deleteBlocks([]*dbBlock{b})
+	return nil
 }
 
 func inIntervals(t int64, iv [][2]int64) bool {
@@ -325,15 +316,3 @@ var (
 	_ = math.MaxInt64
 	_ = histogram.Histogram{}
 )
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("open %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	return nil
-}

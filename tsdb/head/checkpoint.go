@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 
+	"github.com/tandem-tsdb/tandem/internal/fsutil"
 	"github.com/tandem-tsdb/tandem/tsdb/record"
 	"github.com/tandem-tsdb/tandem/tsdb/wal"
 )
@@ -88,14 +89,14 @@ func (h *Head) Checkpoint(mint int64) error {
 	}
 	// The segments' directory entries must be durable before the directory
 	// gets its final name (Prometheus fsyncs a block's directory the same way).
-	if err := syncDir(tmp); err != nil {
+	if err := fsutil.SyncDir(tmp); err != nil {
 		os.RemoveAll(tmp)
 		return fmt.Errorf("checkpoint: %w", err)
 	}
 	if err := os.Rename(tmp, final); err != nil {
 		return fmt.Errorf("checkpoint: rename %s: %w", tmp, err)
 	}
-	if err := syncDir(h.walDir()); err != nil {
+	if err := fsutil.SyncDir(h.walDir()); err != nil {
 		return err
 	}
 	if err := h.wal.Truncate(n); err != nil {
@@ -285,16 +286,4 @@ func (h *memberHeap) Pop() any {
 	x := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return x
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("open %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	return nil
 }
