@@ -561,10 +561,11 @@ func runServer(c *config, logger *slog.Logger) error {
 			apiOpts := api.Options{
 				Queryable: db, Metadata: storageMetadata{db}, Stats: db, Ready: db.Ready,
 				Logger: logger, Registerer: reg, Gatherer: reg,
-				LookbackDelta: c.lookback, QueryTimeout: c.queryTimeout, MaxSamples: c.maxSamples,
-				DisablePushdown:      !c.pushdown,
-				MaxConcurrentQueries: c.maxQueries,
-				Version:              version, Revision: revision, Branch: branch, BuildDate: buildDate,
+				Engine: engine.Options{
+					LookbackDelta: c.lookback, QueryTimeout: c.queryTimeout, MaxSamples: c.maxSamples,
+					DisablePushdown: !c.pushdown, MaxConcurrentQueries: c.maxQueries,
+				},
+				Version: version, Revision: revision, Branch: branch, BuildDate: buildDate,
 				StartTime: db.StartTime,
 				Blocks:    blockMetas(db),
 				Exemplars: db,

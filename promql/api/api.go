@@ -71,11 +71,7 @@ type StatsSource interface {
 	Stats(statsByLabelName string, limit int) (*tsdb.Stats, error)
 }
 
-// Options configures NewHandler; zero values get defaults. Logger,
-// Registerer, LookbackDelta, QueryTimeout, MaxSamples, MaxConcurrentQueries,
-// DisablePushdown and PushdownWorkers also configure the engine (see
-// EngineOptions): the API reports them in /api/v1/status/flags and
-// /api/v1/features and applies LookbackDelta and QueryTimeout itself too.
+// Options configures NewHandler; zero values get defaults.
 type Options struct {
 	// Queryable is the storage queries run against (required by NewHandler).
 	Queryable storage.SampleAndChunkQueryable
@@ -91,22 +87,10 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// Gatherer backs /api/v1/status/self_metrics and the head chunk count; nil is an empty gatherer.
 	Gatherer prometheus.Gatherer
-	// LookbackDelta is the staleness lookback of instant selectors (default 5m).
-	LookbackDelta time.Duration
-	// QueryTimeout bounds every query's execution (default 2m).
-	QueryTimeout time.Duration
-	// MaxSamples bounds the samples a query may hold in memory (default 50e6).
-	MaxSamples int
-	// MaxConcurrentQueries bounds concurrently executing queries (default 20).
-	MaxConcurrentQueries int
-	// DisablePushdown leaves every query to Prometheus's engine alone
-	// (see package pushdown); by default aggregations of selectors and of
-	// range functions are evaluated by tandem in one pass on all cores.
-	DisablePushdown bool
-	// PushdownWorkers is how many goroutines evaluate one pushed-down
-	// aggregation (default GOMAXPROCS); the storage must allow iterating
-	// the series of one Select concurrently, as tandem's does.
-	PushdownWorkers int
+	// Engine configures the PromQL engine (see EngineOptions); the API
+	// reports its settings in /api/v1/status/flags and /api/v1/features and
+	// applies its LookbackDelta and QueryTimeout itself too.
+	Engine engine.Options
 	// RemoteReadSampleLimit bounds the samples of one query of a SAMPLES
 	// remote-read response (default 50e6, like --storage.remote.read-sample-limit).
 	RemoteReadSampleLimit int
@@ -155,30 +139,27 @@ type Admin interface {
 	CleanTombstones() error
 }
 
-// EngineOptions returns the options of the engine o describes, for engine.New.
+// EngineOptions returns the options of the engine o describes, for
+// engine.New: o.Engine, logging and registering metrics where the API does
+// unless it says otherwise.
 func (o Options) EngineOptions() engine.Options {
-	return engine.Options{
-		Logger:               o.Logger,
-		Registerer:           o.Registerer,
-		LookbackDelta:        o.LookbackDelta,
-		QueryTimeout:         o.QueryTimeout,
-		MaxSamples:           o.MaxSamples,
-		MaxConcurrentQueries: o.MaxConcurrentQueries,
-		DisablePushdown:      o.DisablePushdown,
-		PushdownWorkers:      o.PushdownWorkers,
+	e := o.Engine
+	if e.Logger == nil {
+		e.Logger = o.Logger
 	}
+	if e.Registerer == nil {
+		e.Registerer = o.Registerer
+	}
+	return e
 }
 
 // withDefaults returns a copy of o with zero fields defaulted, the engine's
-// fields as engine.Options.WithDefaults defaults them.
+// as engine.Options.WithDefaults defaults them.
 func (o Options) withDefaults() Options {
-	e := o.EngineOptions().WithDefaults()
-	o.Logger = e.Logger
-	o.LookbackDelta = e.LookbackDelta
-	o.QueryTimeout = e.QueryTimeout
-	o.MaxSamples = e.MaxSamples
-	o.MaxConcurrentQueries = e.MaxConcurrentQueries
-	o.PushdownWorkers = e.PushdownWorkers
+	o.Engine = o.EngineOptions().WithDefaults()
+	if o.Logger == nil {
+		o.Logger = o.Engine.Logger
+	}
 	if o.Gatherer == nil {
 		o.Gatherer = prometheus.Gatherers{}
 	}
@@ -252,11 +233,11 @@ func NewHandler(opts Options, eng promql.QueryEngine) (http.Handler, error) {
 	defaultConfig := config.DefaultConfig
 	birth := time.Now()
 	flags := map[string]string{
-		"query.lookback-delta":  opts.LookbackDelta.String(),
-		"query.timeout":         opts.QueryTimeout.String(),
-		"query.max-samples":     strconv.Itoa(opts.MaxSamples),
-		"query.max-concurrency": strconv.Itoa(opts.MaxConcurrentQueries),
-		"query.pushdown":        strconv.FormatBool(!opts.DisablePushdown),
+		"query.lookback-delta":  opts.Engine.LookbackDelta.String(),
+		"query.timeout":         opts.Engine.QueryTimeout.String(),
+		"query.max-samples":     strconv.Itoa(opts.Engine.MaxSamples),
+		"query.max-concurrency": strconv.Itoa(opts.Engine.MaxConcurrentQueries),
+		"query.pushdown":        strconv.FormatBool(!opts.Engine.DisablePushdown),
 		"web.enable-admin-api":  "false",
 	}
 	for k, v := range opts.Flags {
@@ -306,7 +287,7 @@ func NewHandler(opts Options, eng promql.QueryEngine) (http.Handler, error) {
 		false, // rwEnabled
 		remoteapi.MessageTypes{},
 		false, false, false, // otlpEnabled, otlpDeltaToCumulative, otlpNativeDeltaIngestion
-		opts.LookbackDelta,
+		opts.Engine.LookbackDelta,
 		false, // enableTypeAndUnitLabels
 		false, // appendMetadata
 		nil,   // overrideErrorCode
@@ -314,7 +295,7 @@ func NewHandler(opts Options, eng promql.QueryEngine) (http.Handler, error) {
 		v1.OpenAPIOptions{Version: opts.Version},
 		engine.NewParser(),
 		false, // enableQueryCost
-		opts.QueryTimeout,
+		opts.Engine.QueryTimeout,
 	)
 
 	instrument := func(name string, h http.HandlerFunc) http.HandlerFunc {

@@ -344,7 +344,7 @@ func TestErrorEnvelopes(t *testing.T) {
 }
 
 func TestEngineTimeout(t *testing.T) {
-	base, _ := testServer(t, func(o *Options) { o.QueryTimeout = time.Nanosecond })
+	base, _ := testServer(t, func(o *Options) { o.Engine.QueryTimeout = time.Nanosecond })
 	code, r := call(t, http.MethodGet, base+"/api/v1/query?query=1", nil)
 	if code != http.StatusServiceUnavailable || r.ErrorType != "timeout" {
 		t.Fatalf("got %d %q %q, want 503 timeout", code, r.ErrorType, r.Error)

@@ -75,6 +75,7 @@ import (
 	"github.com/prometheus/prometheus/util/teststorage"
 	v1 "github.com/prometheus/prometheus/web/api/v1"
 
+	"github.com/tandem-tsdb/tandem/promql/engine"
 	tandemtsdb "github.com/tandem-tsdb/tandem/tsdb"
 	"github.com/tandem-tsdb/tandem/tsdb/head"
 )
@@ -547,9 +548,11 @@ func gcTandemServer(t *testing.T, ds *gcDataset, layout gcLayout) string {
 	opts := Options{
 		Queryable: db, Metadata: gcTandemMetadata{db}, Stats: db, Ready: db.Ready,
 		Registerer: reg, Gatherer: reg,
-		LookbackDelta: gcLookbackDelta, QueryTimeout: gcQueryTimeout, MaxSamples: gcMaxSamples,
-		MaxConcurrentQueries: gcMaxConcurrency,
-		Version:              "0.1.0", Revision: "test", Branch: "main", BuildDate: "20260101-00:00:00",
+		Engine: engine.Options{
+			LookbackDelta: gcLookbackDelta, QueryTimeout: gcQueryTimeout, MaxSamples: gcMaxSamples,
+			MaxConcurrentQueries: gcMaxConcurrency,
+		},
+		Version: "0.1.0", Revision: "test", Branch: "main", BuildDate: "20260101-00:00:00",
 		StartTime: db.StartTime,
 		Exemplars: db,
 		DataDir:   dir,
