@@ -96,11 +96,11 @@ func OpenDB(dir string, opts DBOptions) (*DB, error) {
 		return nil, err
 	}
 	db.head = h
-	db.metrics = newDBMetrics(db, opts.Head.Registerer)
+	db.metrics = newDBMetrics(opts.Head.Registerer)
 	return db, nil
 }
 
-func newDBMetrics(db *DB, reg prometheus.Registerer) *dbMetrics {
+func newDBMetrics(reg prometheus.Registerer) *dbMetrics {
 	m := &dbMetrics{
 		flushes:                prometheus.NewCounter(prometheus.CounterOpts{Name: "tandem_head_flushes_total", Help: "Head ranges written as blocks."}),
 		flushFailures:          prometheus.NewCounter(prometheus.CounterOpts{Name: "tandem_head_flush_failures_total", Help: "Failed head flushes."}),
@@ -123,7 +123,7 @@ func newDBMetrics(db *DB, reg prometheus.Registerer) *dbMetrics {
 func (db *DB) Ready() bool { return db != nil && db.head.Ready() }
 
 // Writable returns nil while writes can be made durable, else why not (an
-// error wrapping ErrUnavailable).
+// error wrapping head.ErrUnavailable).
 func (db *DB) Writable() error {
 	if db == nil {
 		return nil
@@ -134,22 +134,22 @@ func (db *DB) Writable() error {
 // Blocks returns the metas of the blocks, oldest first.
 func (db *DB) Blocks() []block.Meta { return db.blocks.Metas() }
 
-// AppendBatch writes a batch to the head (see Head.AppendBatch).
+// AppendBatch writes a batch to the head (see head.Head.AppendBatch).
 func (db *DB) AppendBatch(ctx context.Context, b *head.Batch) (head.AppendResult, error) {
 	return db.head.AppendBatch(ctx, b)
 }
 
-// ResolveNext finds a known series as the successor of another (see Head.ResolveNext).
+// ResolveNext finds a known series as the successor of another (see head.Head.ResolveNext).
 func (db *DB) ResolveNext(prev head.SeriesRef, match func(labels.Labels) bool) (head.SeriesRef, bool) {
 	return db.head.ResolveNext(prev, match)
 }
 
-// ResolveHash finds a known series by its labels hash (see Head.ResolveHash).
+// ResolveHash finds a known series by its labels hash (see head.Head.ResolveHash).
 func (db *DB) ResolveHash(prev head.SeriesRef, hash uint64, match func(labels.Labels) bool) (head.SeriesRef, bool) {
 	return db.head.ResolveHash(prev, hash, match)
 }
 
-// MetricMetadata returns metric metadata (see Head.MetricMetadata).
+// MetricMetadata returns metric metadata (see head.Head.MetricMetadata).
 func (db *DB) MetricMetadata(metric string, limit, limitPerMetric int) map[string][]head.Metadata {
 	return db.head.MetricMetadata(metric, limit, limitPerMetric)
 }
