@@ -133,7 +133,7 @@ func TestChunkStoreReaderOutlivesTruncation(t *testing.T) {
 	if len(its) != 63 {
 		t.Fatalf("%d series", len(its))
 	}
-	h.Truncate(cut)
+	h.truncate(cut)
 	for range 3 {
 		runtime.GC()
 	}

@@ -56,7 +56,7 @@ type RangeExport struct {
 // from now on) and returns its content: the exemplars the ring holds for it
 // now go into its block; those arriving for it later are late too.
 func (h *Head) ExportRange(mint, maxt int64) *RangeExport {
-	h.RaiseMinValid(maxt)
+	h.raiseMinValid(maxt)
 	exs := h.exemplars.collect(func(t int64) bool { return t >= mint && t < maxt })
 	return &RangeExport{h: h, mint: mint, maxt: maxt, seal: true, exs: exs}
 }
@@ -99,7 +99,7 @@ func (e *RangeExport) Exemplars() block.ExemplarSource { return e.h.exemplarSour
 // exported and the exemplars. Late samples arriving meanwhile for the range
 // stay for the next LateExport.
 func (e *RangeExport) Drop() {
-	e.h.Truncate(e.maxt)
+	e.h.truncate(e.maxt)
 	e.h.dropLate(e.late)
 	e.h.exemplars.remove(e.exs)
 }

@@ -647,7 +647,7 @@ func TestHeadTruncate(t *testing.T) {
 	}
 	g := h.getOrCreateGroup(h.groupKey(series("tr", "job", "j", "instance", "i")))
 	before := len(g.aligned.chunks)
-	h.Truncate(3600000)
+	h.truncate(3600000)
 	if after := len(g.aligned.chunks); after >= before {
 		t.Fatalf("chunks %d → %d after truncation", before, after)
 	}

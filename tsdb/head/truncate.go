@@ -4,9 +4,9 @@ import (
 	"math"
 )
 
-// RaiseMinValid refuses samples older than mint from now on (a flush of the
+// raiseMinValid refuses samples older than mint from now on (a flush of the
 // range before mint is starting).
-func (h *Head) RaiseMinValid(mint int64) {
+func (h *Head) raiseMinValid(mint int64) {
 	for {
 		cur := h.minValid.Load()
 		if mint <= cur || h.minValid.CompareAndSwap(cur, mint) {
@@ -15,12 +15,12 @@ func (h *Head) RaiseMinValid(mint int64) {
 	}
 }
 
-// Truncate drops the head's chunks older than mint, which the caller has
+// truncate drops the head's chunks older than mint, which the caller has
 // persisted in a block, and closes the range before mint to in-order samples.
 // mint must be a block-range boundary, so no head chunk straddles it. Late
 // samples are dropped separately (dropLate), once they are in a block.
-func (h *Head) Truncate(mint int64) {
-	h.RaiseMinValid(mint)
+func (h *Head) truncate(mint int64) {
+	h.raiseMinValid(mint)
 	h.forEachGroup(func(g *group) {
 		g.mu.Lock()
 		defer g.mu.Unlock()
