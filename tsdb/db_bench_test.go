@@ -87,7 +87,7 @@ func BenchmarkBlockSize(b *testing.B) {
 			if err := db.Flush(true); err != nil {
 				b.Fatal(err)
 			}
-			size := blocksBytes(b, dir, "wal")
+			size := blocksBytes(b, dir, "wal", "chunks_head") // the head's files, as on the Prometheus side
 			db.Close()
 			b.ReportMetric(float64(size)/float64(samples), "bytes/sample")
 		}
