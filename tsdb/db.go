@@ -18,6 +18,7 @@ import (
 	promtsdb "github.com/prometheus/prometheus/tsdb"
 
 	"github.com/tandem-tsdb/tandem/compact"
+	"github.com/tandem-tsdb/tandem/internal/fsutil"
 	"github.com/tandem-tsdb/tandem/tsdb/block"
 	"github.com/tandem-tsdb/tandem/tsdb/blockset"
 	"github.com/tandem-tsdb/tandem/tsdb/head"
@@ -44,6 +45,7 @@ type DBOptions struct {
 // immutable blocks the head is flushed into. It implements storage.Storage.
 type DB struct {
 	dir    string
+	lock   *fsutil.DirLock
 	opts   DBOptions
 	logger *slog.Logger
 	head   *head.Head
@@ -76,23 +78,33 @@ func OpenDB(dir string, opts DBOptions) (*DB, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
-	db := &DB{dir: dir, opts: opts, logger: opts.Head.Logger}
+	// The lock first: opening the blocks removes what interrupted writes
+	// left, which must never be another running tandem's writes.
+	lock, err := fsutil.LockDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	db := &DB{dir: dir, opts: opts, logger: opts.Head.Logger, lock: lock}
 	blocks, err := blockset.Open(dir, blockset.Options{Logger: opts.Head.Logger, Registerer: opts.Head.Registerer})
 	if err != nil {
+		lock.Release()
 		return nil, err
 	}
 	db.blocks = blocks
 	tombs, err := loadTombstones(dir)
 	if err != nil {
 		blocks.Close()
+		lock.Release()
 		return nil, err
 	}
 	db.tombs = tombs
 	hopts := opts.Head
 	hopts.MinValidTime = blocks.MaxTime()
+	hopts.DirLocked = true
 	h, err := head.Open(dir, hopts)
 	if err != nil {
 		blocks.Close()
+		lock.Release()
 		return nil, err
 	}
 	db.head = h
@@ -472,5 +484,8 @@ func (db *DB) Close() error {
 	defer db.maintMu.Unlock()
 	err := db.head.Close()
 	db.blocks.Close() // unmapping errors change nothing on disk
+	if lerr := db.lock.Release(); err == nil {
+		err = lerr
+	}
 	return err
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	promtsdb "github.com/prometheus/prometheus/tsdb"
 
+	"github.com/tandem-tsdb/tandem/internal/fsutil"
 	"github.com/tandem-tsdb/tandem/tsdb/record"
 	"github.com/tandem-tsdb/tandem/tsdb/wal"
 )
@@ -58,6 +59,9 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// Now returns the wall clock in milliseconds (tests override it).
 	Now func() int64
+	// DirLocked says that the caller holds dir's lock (tsdb.OpenDB takes it
+	// before touching the blocks); otherwise Open takes it.
+	DirLocked bool
 	// MinValidTime is where the head starts: older ranges are already in blocks.
 	MinValidTime int64
 	// OutOfOrderWindow accepts, per group, samples this far behind the
@@ -178,8 +182,8 @@ type Head struct {
 	dir    string
 	logger *slog.Logger
 	wal    *wal.WAL
-	lock   *dirLock
-	chunks *chunkStore // frozen chunks, outside the Go heap
+	lock   *fsutil.DirLock // nil when the caller holds it (Options.DirLocked)
+	chunks *chunkStore     // frozen chunks, outside the Go heap
 
 	series  [stripes]seriesStripe
 	refs    refTable
@@ -262,13 +266,14 @@ func Open(dir string, opts Options) (*Head, error) {
 		h.groups[i].byKey = map[string]*group{}
 	}
 	h.commitPool.New = func() any { return &commitState{} }
-	lock, err := lockDir(dir)
-	if err != nil {
-		return nil, err
+	var err error
+	if !opts.DirLocked {
+		if h.lock, err = fsutil.LockDir(dir); err != nil {
+			return nil, err
+		}
 	}
-	h.lock = lock
 	if h.chunks, err = openChunkStore(filepath.Join(dir, "chunks_head"), opts.Logger); err != nil {
-		lock.release()
+		h.lock.Release()
 		return nil, err
 	}
 	h.metrics = newHeadMetrics(h, opts.Registerer)
@@ -284,7 +289,7 @@ func Open(dir string, opts Options) (*Head, error) {
 	})
 	if err != nil {
 		h.chunks.close()
-		lock.release()
+		h.lock.Release()
 		return nil, fmt.Errorf("open WAL: %w", err)
 	}
 	h.wal = w
@@ -293,7 +298,7 @@ func Open(dir string, opts Options) (*Head, error) {
 	if err != nil {
 		w.Close()
 		h.chunks.close()
-		lock.release()
+		h.lock.Release()
 		return nil, fmt.Errorf("replay WAL: %w", err)
 	}
 	h.logger.Info("WAL replayed", "records", n, "series", h.counters.series.Load(),
@@ -321,7 +326,7 @@ func (h *Head) Close() error {
 	if h.wal == nil {
 		return nil
 	}
-	defer h.lock.release()
+	defer h.lock.Release()
 	h.stopProber()
 	h.chunks.close()
 	if err := h.wal.Close(); err != nil {

@@ -1,4 +1,4 @@
-package head
+package fsutil
 
 import (
 	"fmt"
@@ -7,11 +7,13 @@ import (
 	"syscall"
 )
 
-// dirLock holds an exclusive flock on the data directory so that two
-// processes never write the same WAL.
-type dirLock struct{ f *os.File }
+// DirLock is an exclusive flock on a data directory's lock file, so that two
+// processes never use the same directory.
+type DirLock struct{ f *os.File }
 
-func lockDir(dir string) (*dirLock, error) {
+// LockDir takes dir's lock (the file dir/lock), failing at once if another
+// process holds it.
+func LockDir(dir string) (*DirLock, error) {
 	f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("open lock file: %w", err)
@@ -20,10 +22,11 @@ func lockDir(dir string) (*dirLock, error) {
 		f.Close()
 		return nil, fmt.Errorf("data directory %s is in use by another process: %w", dir, err)
 	}
-	return &dirLock{f: f}, nil
+	return &DirLock{f: f}, nil
 }
 
-func (l *dirLock) release() error {
+// Release gives the lock up; a nil lock is a no-op.
+func (l *DirLock) Release() error {
 	if l == nil {
 		return nil
 	}
