@@ -133,6 +133,46 @@ func appendRice(b []byte, free uint, z uint64, k uint) ([]byte, uint) {
 	return appendBits(b, free, lowMask(uint(q))<<(k+1)|z&lowMask(k), uint(q)+1+k)
 }
 
+// kOffset is subtracted from a row's Rice parameter K: a bucket whose
+// predicted increment is λ is Rice-coded with parameter
+// clamp(bits.Len64(λ)/2 + K - kOffset, 0, 31).
+const kOffset = 8
+
+// bucketK returns the Rice parameter of a bucket with predicted increment lambda in a row with parameter k.
+func bucketK(lambda uint64, k uint) uint {
+	return uint(min(max(bits.Len64(lambda)/2+int(k)-kOffset, 0), 31))
+}
+
+// countK returns the Rice parameter of a count delta after one whose zig-zag form was zprev.
+func countK(zprev uint64) uint { return uint(min(max(bits.Len64(zprev)-1, 0), 31)) }
+
+// predictions fills lambdas with the predicted increment of each bucket: the
+// row's count delta n shared out in proportion to the predicted counts pred
+// (buckets with a negative prediction get 0). All arithmetic is unsigned
+// 64-bit and 128-bit integer arithmetic, so encoder and decoder agree.
+func predictions(lambdas []uint64, pred []int64, n uint64) {
+	var total uint64
+	for _, p := range pred {
+		if p > 0 {
+			total += uint64(p)
+		}
+	}
+	if int64(n) <= 0 || total == 0 {
+		clear(lambdas)
+		return
+	}
+	for j, p := range pred {
+		lambdas[j] = 0
+		if p <= 0 {
+			continue
+		}
+		hi, lo := bits.Mul64(n, uint64(p))
+		if hi < total {
+			lambdas[j], _ = bits.Div64(hi, lo, total)
+		}
+	}
+}
+
 // HistogramEncoder appends integer native histograms (*histogram.Histogram)
 // to a histogram column; the timestamps are the group's. See the package
 // documentation for the format. The zero value is an empty encoder; after the
@@ -145,15 +185,15 @@ type HistogramEncoder struct {
 	pos    []histogram.Span
 	neg    []histogram.Span
 	custom []float64
-	abs    []int64 // absolute positive bucket counts of the last row
-	nabs   []int64 // absolute negative bucket counts of the last row
-	cur    []int64 // scratch: absolute positive counts of the row being appended
-	ncur   []int64
-	pred   []int64 // scratch: predictions
-	npred  []int64
+	np     int      // positive buckets in the layout
+	abs    []int64  // absolute counts of the last row: positive buckets, negative buckets, zero count
+	cur    []int64  // scratch: absolute counts of the row being appended
+	pred   []int64  // scratch: predictions
+	lambda []uint64 // scratch: predicted increments
 	zs     []uint64 // scratch: zig-zagged residuals
-	zc     uint64
+	ks     []uint8  // scratch: bits.Len64(lambda)/2 of each residual
 	count  uint64
+	zn     uint64 // zig-zag form of the last count delta
 	sum    uint64
 	hint   histogram.CounterResetHint
 	k      uint
@@ -185,18 +225,23 @@ func sameFloatBits(a, b []float64) bool {
 // two low bits (all defined hints fit).
 func (e *HistogramEncoder) Append(h *histogram.Histogram) {
 	newLayout := e.n == 0 || !e.sameLayout(h)
+	np, nn := len(h.PositiveBuckets), len(h.NegativeBuckets)
+	m := np + nn + 1
 	e.cur = absCounts(e.cur, h.PositiveBuckets)
-	e.ncur = absCounts(e.ncur, h.NegativeBuckets)
-	e.pred = slices.Grow(e.pred[:0], len(e.cur))[:len(e.cur)]
-	e.npred = slices.Grow(e.npred[:0], len(e.ncur))[:len(e.ncur)]
+	e.cur = append(e.cur, absCounts(e.pred, h.NegativeBuckets)...)
+	e.cur = append(e.cur, int64(h.ZeroCount))
+	e.pred = slices.Grow(e.pred[:0], m)[:m]
 	if newLayout {
 		shift, ok := mapShift(e.schema, h.Schema)
 		ok = ok && e.n > 0
-		mapCounts(e.pred, h.PositiveSpans, e.pos, e.abs, shift, ok)
-		mapCounts(e.npred, h.NegativeSpans, e.neg, e.nabs, shift, ok)
+		mapCounts(e.pred[:np], h.PositiveSpans, e.pos, e.abs[:e.np], shift, ok)
+		mapCounts(e.pred[np:np+nn], h.NegativeSpans, e.neg, e.abs[e.np:max(len(e.abs)-1, e.np)], shift, ok)
+		e.pred[m-1] = 0
+		if e.n > 0 {
+			e.pred[m-1] = e.abs[len(e.abs)-1] // the zero count carries over
+		}
 	} else {
 		copy(e.pred, e.abs)
-		copy(e.npred, e.nabs)
 	}
 	// Residuals against the prediction and against zero; keep the smaller.
 	var sumDelta, sumAbs uint64
@@ -204,36 +249,20 @@ func (e *HistogramEncoder) Append(h *histogram.Histogram) {
 		sumDelta += min(zigzag(a-e.pred[j]), 1<<40)
 		sumAbs += min(zigzag(a), 1<<40)
 	}
-	for j, a := range e.ncur {
-		sumDelta += min(zigzag(a-e.npred[j]), 1<<40)
-		sumAbs += min(zigzag(a), 1<<40)
-	}
 	absolute := e.n > 0 && sumAbs < sumDelta
-	if absolute {
-		clear(e.pred)
-		clear(e.npred)
-	}
-	e.zs = e.zs[:0]
-	var predCount uint64 // Count predicted from the buckets and the zero count
-	predZC := e.zc
+	base := e.count
 	if absolute || e.n == 0 {
-		predZC = 0
-	} else {
-		predCount = e.count
+		clear(e.pred)
+		base = 0
 	}
+	zn := zigzag(int64(h.Count - base))
+	e.lambda = slices.Grow(e.lambda[:0], m)[:m]
+	predictions(e.lambda, e.pred, h.Count-base)
+	e.zs, e.ks = e.zs[:0], e.ks[:0]
 	for j, a := range e.cur {
-		d := a - e.pred[j]
-		e.zs = append(e.zs, zigzag(d))
-		predCount += uint64(d)
+		e.zs = append(e.zs, zigzag(a-e.pred[j]-int64(e.lambda[j])))
+		e.ks = append(e.ks, uint8(bits.Len64(e.lambda[j])/2))
 	}
-	for j, a := range e.ncur {
-		d := a - e.npred[j]
-		e.zs = append(e.zs, zigzag(d))
-		predCount += uint64(d)
-	}
-	dzc := h.ZeroCount - predZC
-	predCount += dzc
-	zzc := zigzag(int64(dzc))
 	hint := h.CounterResetHint & 3
 	k := e.chooseK(newLayout || hint != e.hint || absolute)
 
@@ -268,24 +297,11 @@ func (e *HistogramEncoder) Append(h *histogram.Histogram) {
 	if k != e.k {
 		b, free = appendBits(b, free, uint64(k), histKBits)
 	}
-	for _, z := range e.zs {
-		b, free = appendRice(b, free, z, k)
-	}
-	if zzc == 0 {
-		b, free = appendBit(b, free, 0)
-	} else {
-		b, free = appendBit(b, free, 1)
-		b, free = appendRice(b, free, zzc-1, k)
-	}
-	e.w.b, e.w.free = b, free
-	if r := h.Count - predCount; r == 0 {
-		e.w.writeBit(0)
-	} else {
-		e.w.writeBit(1)
-		e.w.writeVarint(int64(r))
+	b, free = appendRice(b, free, zn, countK(e.zn))
+	for j, z := range e.zs {
+		b, free = appendRice(b, free, z, uint(min(max(int(e.ks[j])+int(k)-kOffset, 0), 31)))
 	}
 	sb := math.Float64bits(h.Sum)
-	b, free = e.w.b, e.w.free
 	if e.n == 0 {
 		b, free = appendBits(b, free, sb, 64)
 		e.xor.leading = noWindow
@@ -297,27 +313,18 @@ func (e *HistogramEncoder) Append(h *histogram.Histogram) {
 	e.w.b, e.w.free = b, free
 
 	e.abs, e.cur = e.cur, e.abs
-	e.nabs, e.ncur = e.ncur, e.nabs
-	e.zc, e.count, e.sum, e.hint, e.k = h.ZeroCount, h.Count, sb, hint, k
+	e.np = np
+	e.count, e.zn, e.sum, e.hint, e.k = h.Count, zn, sb, hint, k
 	e.n++
 }
 
-// chooseK picks the Rice parameter for e.zs; flagged reports whether the row
-// header carries flags anyway (so changing k costs only the parameter).
+// chooseK picks the row's Rice parameter K for e.zs; flagged reports whether
+// the row header carries flags anyway (so changing K costs only its field).
 func (e *HistogramEncoder) chooseK(flagged bool) uint {
-	if len(e.zs) == 0 {
-		return e.k
-	}
-	var sum uint64
-	for _, z := range e.zs {
-		sum += min(z, 1<<40)
-	}
-	mean := sum / uint64(len(e.zs))
-	k0 := bits.Len64(mean) // about log2 of the mean
 	cost := func(k uint) uint64 {
 		var c uint64
-		for _, z := range e.zs {
-			c += riceBits(z, k)
+		for j, z := range e.zs {
+			c += riceBits(z, uint(min(max(int(e.ks[j])+int(k)-kOffset, 0), 31)))
 		}
 		if k != e.k {
 			c += histKBits
@@ -327,11 +334,22 @@ func (e *HistogramEncoder) chooseK(flagged bool) uint {
 		}
 		return c
 	}
+	var sum uint64
+	for _, z := range e.zs {
+		sum += min(z, 1<<40)
+	}
+	k0 := kOffset + bits.Len64(sum/uint64(len(e.zs))) - 1 // for rows without predictions
 	best, bestCost := e.k, cost(e.k)
-	for k := max(k0-2, 0); k <= min(k0+1, 1<<histKBits-1); k++ {
-		if c := cost(uint(k)); c < bestCost {
-			best, bestCost = uint(k), c
+	try := func(lo, hi int) {
+		for k := max(lo, 0); k <= min(hi, 1<<histKBits-1); k++ {
+			if c := cost(uint(k)); c < bestCost {
+				best, bestCost = uint(k), c
+			}
 		}
+	}
+	try(int(e.k)-2, int(e.k)+2)
+	if k0 < int(e.k)-2 || k0 > int(e.k)+2 {
+		try(k0-1, k0+1)
 	}
 	return best
 }
@@ -374,8 +392,8 @@ func (e *HistogramEncoder) Reset() {
 	e.w.reset()
 	e.n, e.schema, e.zt = 0, 0, 0
 	e.pos, e.neg, e.custom = e.pos[:0], e.neg[:0], e.custom[:0]
-	e.abs, e.nabs = e.abs[:0], e.nabs[:0]
-	e.zc, e.count, e.sum, e.hint, e.k = 0, 0, 0, 0, 0
+	e.np, e.abs = 0, e.abs[:0]
+	e.count, e.zn, e.sum, e.hint, e.k = 0, 0, 0, 0, 0
 	e.xor.leading, e.xor.trailing = noWindow, 0
 }
 
@@ -392,10 +410,12 @@ type HistogramDecoder struct {
 	neg2      []histogram.Span
 	custom    []float64
 	customOut []float64 // immutable copy of custom handed to callers, nil until needed
-	abs, nabs []int64
-	cur, ncur []int64
-	zc        uint64
+	np        int       // positive buckets in the layout
+	abs       []int64   // absolute counts: positive buckets, negative buckets, zero count
+	cur       []int64   // the next row's predictions, then its counts
+	lambda    []uint64
 	count     uint64
+	zn        uint64
 	sum       uint64
 	hint      histogram.CounterResetHint
 	k         uint
@@ -410,9 +430,9 @@ func (d *HistogramDecoder) Reset(b []byte, n int) {
 	d.n, d.i = max(n, 0), 0
 	d.schema, d.zt = 0, 0
 	d.pos, d.neg = d.pos[:0], d.neg[:0]
-	d.custom, d.customOut = d.custom[:0], nil
-	d.abs, d.nabs = d.abs[:0], d.nabs[:0]
-	d.zc, d.count, d.sum, d.hint, d.k = 0, 0, 0, 0, 0
+	d.custom = d.custom[:0] // customOut stays: it is reused if the same custom values come again
+	d.np, d.abs = 0, d.abs[:0]
+	d.count, d.zn, d.sum, d.hint, d.k = 0, 0, 0, 0, 0
 	d.leading, d.trailing = noWindow, 0
 	d.err = nil
 }
@@ -436,7 +456,7 @@ func (r *bitReader) remaining() uint64 {
 }
 
 // readRice reads a value Rice-coded with parameter k.
-func (d *HistogramDecoder) readRice() (uint64, bool) {
+func (d *HistogramDecoder) readRice(k uint) (uint64, bool) {
 	q, ok := d.r.readUnary(histRiceEscape)
 	if !ok {
 		return 0, false
@@ -444,8 +464,8 @@ func (d *HistogramDecoder) readRice() (uint64, bool) {
 	if q == histRiceEscape {
 		return d.r.readBits(64)
 	}
-	low, ok := d.r.readBits(d.k)
-	return uint64(q)<<d.k | low, ok
+	low, ok := d.r.readBits(k)
+	return uint64(q)<<k | low, ok
 }
 
 // read decodes one row.
@@ -466,17 +486,16 @@ func (d *HistogramDecoder) read() error {
 	if d.i == 0 && flags&histFlagLayout == 0 {
 		return fmt.Errorf("first row without a layout: %w", ErrMalformed)
 	}
+	absolute := flags&histFlagAbsolute != 0 || d.i == 0
 	if flags&histFlagLayout != 0 {
-		if err := d.readLayout(flags&histFlagAbsolute != 0); err != nil {
+		if err := d.readLayout(absolute); err != nil {
 			return err
 		}
 	} else {
 		d.cur = append(d.cur[:0], d.abs...)
-		d.ncur = append(d.ncur[:0], d.nabs...)
-		if flags&histFlagAbsolute != 0 {
-			clear(d.cur)
-			clear(d.ncur)
-		}
+	}
+	if absolute {
+		clear(d.cur)
 	}
 	if flags&histFlagHint != 0 {
 		v, ok := d.r.readBits(2)
@@ -492,53 +511,29 @@ func (d *HistogramDecoder) read() error {
 		}
 		d.k = uint(v)
 	}
-	var predCount uint64
-	predZC := d.zc
-	if flags&histFlagAbsolute != 0 || d.i == 0 {
-		predZC = 0
-	} else {
-		predCount = d.count
-	}
-	for _, c := range [2][]int64{d.cur, d.ncur} {
-		for j := range c {
-			z, ok := d.readRice()
-			if !ok {
-				return ErrTruncated
-			}
-			dv := unzigzag(z)
-			c[j] += dv
-			predCount += uint64(dv)
-		}
-	}
-	if bit, ok = d.r.readBit(); !ok {
+	zn, ok := d.readRice(countK(d.zn))
+	if !ok {
 		return ErrTruncated
 	}
-	var dzc uint64
-	if bit == 1 {
-		z, ok := d.readRice()
+	base := d.count
+	if absolute {
+		base = 0
+	}
+	dn := uint64(unzigzag(zn))
+	d.lambda = slices.Grow(d.lambda[:0], len(d.cur))[:len(d.cur)]
+	predictions(d.lambda, d.cur, dn)
+	for j, l := range d.lambda {
+		z, ok := d.readRice(bucketK(l, d.k))
 		if !ok {
 			return ErrTruncated
 		}
-		dzc = uint64(unzigzag(z + 1))
-	}
-	zc := predZC + dzc
-	predCount += dzc
-	if bit, ok = d.r.readBit(); !ok {
-		return ErrTruncated
-	}
-	if bit == 1 {
-		r, err := d.r.readVarint()
-		if err != nil {
-			return err
-		}
-		predCount += uint64(r)
+		d.cur[j] += int64(l) + unzigzag(z)
 	}
 	if err := d.readSum(); err != nil {
 		return err
 	}
 	d.abs, d.cur = d.cur, d.abs
-	d.nabs, d.ncur = d.ncur, d.nabs
-	d.zc, d.count = zc, predCount
+	d.count, d.zn = base+dn, zn
 	return nil
 }
 
@@ -613,7 +608,7 @@ func (d *HistogramDecoder) readSpans(dst []histogram.Span) ([]histogram.Span, er
 	return dst, nil
 }
 
-// readLayout reads a new layout and the predicted counts for its buckets into d.cur, d.ncur.
+// readLayout reads a new layout and the predictions for its buckets into d.cur.
 func (d *HistogramDecoder) readLayout(absolute bool) error {
 	s, err := d.r.readVarint()
 	if err != nil {
@@ -649,18 +644,25 @@ func (d *HistogramDecoder) readLayout(absolute bool) error {
 			v, _ := d.r.readBits(64)
 			d.custom = append(d.custom, math.Float64frombits(v))
 		}
-		d.customOut = nil
+		if !sameFloatBits(d.custom, d.customOut) {
+			d.customOut = nil
+		}
 	}
 	np, nn := spanBuckets(d.pos2), spanBuckets(d.neg2)
 	if np+nn > d.r.remaining() { // each bucket takes at least one bit
 		return ErrTruncated
 	}
-	d.cur = slices.Grow(d.cur[:0], int(np))[:np]
-	d.ncur = slices.Grow(d.ncur[:0], int(nn))[:nn]
+	m := int(np + nn + 1)
+	d.cur = slices.Grow(d.cur[:0], m)[:m]
 	shift, ok := mapShift(d.schema, int32(s))
-	ok = ok && d.i > 0 && !absolute
-	mapCounts(d.cur, d.pos2, d.pos, d.abs, shift, ok)
-	mapCounts(d.ncur, d.neg2, d.neg, d.nabs, shift, ok)
+	ok = ok && !absolute
+	mapCounts(d.cur[:np], d.pos2, d.pos, d.abs[:d.np], shift, ok)
+	mapCounts(d.cur[np:m-1], d.neg2, d.neg, d.abs[d.np:max(len(d.abs)-1, d.np)], shift, ok)
+	d.cur[m-1] = 0
+	if !absolute {
+		d.cur[m-1] = d.abs[len(d.abs)-1] // the zero count carries over
+	}
+	d.np = int(np)
 	d.pos, d.pos2 = d.pos2, d.pos
 	d.neg, d.neg2 = d.neg2, d.neg
 	d.schema, d.zt = int32(s), zt
@@ -678,13 +680,13 @@ func (d *HistogramDecoder) At(h *histogram.Histogram) *histogram.Histogram {
 	h.CounterResetHint = d.hint
 	h.Schema = d.schema
 	h.ZeroThreshold = math.Float64frombits(d.zt)
-	h.ZeroCount = d.zc
+	h.ZeroCount = uint64(d.abs[len(d.abs)-1])
 	h.Count = d.count
 	h.Sum = math.Float64frombits(d.sum)
 	h.PositiveSpans = append(h.PositiveSpans[:0], d.pos...)
 	h.NegativeSpans = append(h.NegativeSpans[:0], d.neg...)
-	h.PositiveBuckets = appendDeltas(h.PositiveBuckets[:0], d.abs)
-	h.NegativeBuckets = appendDeltas(h.NegativeBuckets[:0], d.nabs)
+	h.PositiveBuckets = appendDeltas(h.PositiveBuckets[:0], d.abs[:d.np])
+	h.NegativeBuckets = appendDeltas(h.NegativeBuckets[:0], d.abs[d.np:len(d.abs)-1])
 	if len(d.custom) == 0 {
 		h.CustomValues = nil
 	} else {

@@ -270,7 +270,7 @@ func checkHistograms(t *testing.T, b []byte, want []*histogram.Histogram, valid 
 	for ; d.Next(); i++ {
 		h = d.At(h)
 		if !exactlyEqual(h, want[i]) || (valid && !h.Equals(want[i])) {
-			t.Fatalf("histogram %d of %d:\n got %v\nwant %v", i, len(want), h, want[i])
+			t.Fatalf("histogram %d of %d:\n got %+v\nwant %+v", i, len(want), *h, *want[i])
 		}
 	}
 	if d.Err() != nil || i != len(want) {
@@ -375,7 +375,7 @@ func TestHistogramEncoderReset(t *testing.T) {
 	var h histogram.Histogram
 	for i := 0; d.Next(); i++ {
 		if !exactlyEqual(d.At(&h), hs[i]) {
-			t.Fatalf("histogram %d after Reset: got %v want %v", i, &h, hs[i])
+			t.Fatalf("histogram %d after Reset: got %+v want %+v", i, h, *hs[i])
 		}
 	}
 	if d.Err() != nil {
