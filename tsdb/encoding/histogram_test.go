@@ -18,15 +18,15 @@ var nhcbBounds = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 
 // histGen simulates one native histogram series scraped every 15 s.
 type histGen struct {
 	rng      *rand.Rand
-	schema   int32            // schema of the histograms produced (observations are kept at schema 8)
-	custom   []float64        // NHCB bounds, or nil for exponential buckets
-	pos, neg map[int32]int64  // counts by schema-8 index (exponential) or bucket (custom)
-	zc       uint64           //
-	count    uint64           //
-	sum      float64          //
-	mu, sig  float64          // log-normal parameters of the observations
-	negative bool             // observations are normal around 0 instead (negative buckets)
-	rate     int              // mean observations per scrape
+	schema   int32           // schema of the histograms produced (observations are kept at schema 8)
+	custom   []float64       // NHCB bounds, or nil for exponential buckets
+	pos, neg map[int32]int64 // counts by schema-8 index (exponential) or bucket (custom)
+	zc       uint64          //
+	count    uint64          //
+	sum      float64         //
+	mu, sig  float64         // log-normal parameters of the observations
+	negative bool            // observations are normal around 0 instead (negative buckets)
+	rate     int             // mean observations per scrape
 	hint     histogram.CounterResetHint
 	chaos    bool // reduce the schema once, NaN/Inf sums, resets more often
 	row      int
