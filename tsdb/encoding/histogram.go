@@ -140,8 +140,14 @@ const kOffset = 8
 
 // bucketK returns the Rice parameter of a bucket with predicted increment lambda in a row with parameter k.
 func bucketK(lambda uint64, k uint) uint {
-	return uint(min(max(bits.Len64(lambda)/2+int(k)-kOffset, 0), 31))
+	return uint(min(max(kBase(lambda)+int(k)-kOffset, 0), 31))
 }
+
+// kBase is the Rice parameter for a residual of a bucket with predicted
+// increment lambda before the row's adjustment: about log2 of the standard
+// deviation sqrt(lambda) of a Poisson count.
+func kBase(lambda uint64) int { return bits.Len64(lambda) / 2 }
+const KB = 2
 
 // countK returns the Rice parameter of a count delta after one whose zig-zag form was zprev.
 func countK(zprev uint64) uint { return uint(min(max(bits.Len64(zprev)-1, 0), 31)) }
@@ -260,8 +266,8 @@ func (e *HistogramEncoder) Append(h *histogram.Histogram) {
 	predictions(e.lambda, e.pred, h.Count-base)
 	e.zs, e.ks = e.zs[:0], e.ks[:0]
 	for j, a := range e.cur {
-		e.zs = append(e.zs, zigzag(a-e.pred[j]-int64(e.lambda[j])))
-		e.ks = append(e.ks, uint8(bits.Len64(e.lambda[j])/2))
+		e.zs = append(e.zs, zigzag(e.pred[j]+int64(e.lambda[j])-a)) // increments above the prediction come first
+		e.ks = append(e.ks, uint8(kBase(e.lambda[j])))
 	}
 	hint := h.CounterResetHint & 3
 	k := e.chooseK(newLayout || hint != e.hint || absolute)
@@ -354,23 +360,52 @@ func (e *HistogramEncoder) chooseK(flagged bool) uint {
 	return best
 }
 
+// writeGamma appends v as its bit length L (0..64) in unary (L ones and a
+// zero, or 64 ones) followed by the L-1 bits of v below its top bit.
+func (w *bitWriter) writeGamma(v uint64) {
+	l := uint(bits.Len64(v))
+	if l == 64 {
+		w.writeBits(lowMask(64), 64)
+	} else {
+		w.writeBits(lowMask(l)<<1, l+1)
+	}
+	if l > 1 {
+		w.writeBits(v, l-1)
+	}
+}
+
+// readGamma reads a value written by writeGamma.
+func (r *bitReader) readGamma() (uint64, bool) {
+	l, ok := r.readUnary(64)
+	if !ok || l <= 1 {
+		return uint64(l), ok
+	}
+	v, ok := r.readBits(l - 1)
+	return 1<<(l-1) | v, ok
+}
+
 // writeLayout writes h's layout and makes it the current one.
 func (e *HistogramEncoder) writeLayout(h *histogram.Histogram) {
 	w := &e.w
-	w.writeVarint(int64(h.Schema))
-	w.writeBits(math.Float64bits(h.ZeroThreshold), 64)
+	if e.n > 0 && h.Schema == e.schema && math.Float64bits(h.ZeroThreshold) == e.zt {
+		w.writeBit(0)
+	} else {
+		w.writeBit(1)
+		w.writeGamma(zigzag(int64(h.Schema)))
+		w.writeBits(math.Float64bits(h.ZeroThreshold), 64)
+	}
 	for _, spans := range [2][]histogram.Span{h.PositiveSpans, h.NegativeSpans} {
-		w.writeUvarint(uint64(len(spans)))
+		w.writeGamma(uint64(len(spans)))
 		for _, s := range spans {
-			w.writeVarint(int64(s.Offset))
-			w.writeUvarint(uint64(s.Length))
+			w.writeGamma(zigzag(int64(s.Offset)))
+			w.writeGamma(uint64(s.Length))
 		}
 	}
 	if sameFloatBits(h.CustomValues, e.custom) {
 		w.writeBit(0)
 	} else {
 		w.writeBit(1)
-		w.writeUvarint(uint64(len(h.CustomValues)))
+		w.writeGamma(uint64(len(h.CustomValues)))
 		for _, v := range h.CustomValues {
 			w.writeBits(math.Float64bits(v), 64)
 		}
@@ -527,7 +562,7 @@ func (d *HistogramDecoder) read() error {
 		if !ok {
 			return ErrTruncated
 		}
-		d.cur[j] += int64(l) + unzigzag(z)
+		d.cur[j] += int64(l) - unzigzag(z)
 	}
 	if err := d.readSum(); err != nil {
 		return err
@@ -583,23 +618,24 @@ func (d *HistogramDecoder) readSum() error {
 
 // readSpans reads a span list into dst[:0].
 func (d *HistogramDecoder) readSpans(dst []histogram.Span) ([]histogram.Span, error) {
-	ns, err := d.r.readUvarint()
-	if err != nil {
-		return dst, err
+	ns, ok := d.r.readGamma()
+	if !ok {
+		return dst, ErrTruncated
 	}
-	if ns > d.r.remaining()/16 { // each span takes at least two bytes
+	if ns > d.r.remaining()/2 { // each span takes at least two bits
 		return dst, ErrTruncated
 	}
 	dst = dst[:0]
 	for range ns {
-		off, err := d.r.readVarint()
-		if err != nil {
-			return dst, err
+		zoff, ok := d.r.readGamma()
+		if !ok {
+			return dst, ErrTruncated
 		}
-		l, err := d.r.readUvarint()
-		if err != nil {
-			return dst, err
+		l, ok := d.r.readGamma()
+		if !ok {
+			return dst, ErrTruncated
 		}
+		off := unzigzag(zoff)
 		if off != int64(int32(off)) || l > math.MaxUint32 {
 			return dst, fmt.Errorf("span offset %d or length %d out of range: %w", off, l, ErrMalformed)
 		}
@@ -610,31 +646,40 @@ func (d *HistogramDecoder) readSpans(dst []histogram.Span) ([]histogram.Span, er
 
 // readLayout reads a new layout and the predictions for its buckets into d.cur.
 func (d *HistogramDecoder) readLayout(absolute bool) error {
-	s, err := d.r.readVarint()
-	if err != nil {
-		return err
-	}
-	if s != int64(int32(s)) {
-		return fmt.Errorf("schema %d out of range: %w", s, ErrMalformed)
-	}
-	zt, ok := d.r.readBits(64)
+	bit, ok := d.r.readBit()
 	if !ok {
 		return ErrTruncated
 	}
+	s, zt := int64(d.schema), d.zt
+	if bit == 1 {
+		zs, ok := d.r.readGamma()
+		if !ok {
+			return ErrTruncated
+		}
+		if s = unzigzag(zs); s != int64(int32(s)) {
+			return fmt.Errorf("schema %d out of range: %w", s, ErrMalformed)
+		}
+		if zt, ok = d.r.readBits(64); !ok {
+			return ErrTruncated
+		}
+	} else if d.i == 0 {
+		return fmt.Errorf("first layout without a schema: %w", ErrMalformed)
+	}
+	var err error
 	if d.pos2, err = d.readSpans(d.pos2); err != nil {
 		return err
 	}
 	if d.neg2, err = d.readSpans(d.neg2); err != nil {
 		return err
 	}
-	bit, ok := d.r.readBit()
+	bit, ok = d.r.readBit()
 	if !ok {
 		return ErrTruncated
 	}
 	if bit == 1 {
-		nc, err := d.r.readUvarint()
-		if err != nil {
-			return err
+		nc, ok := d.r.readGamma()
+		if !ok {
+			return ErrTruncated
 		}
 		if nc > d.r.remaining()/64 {
 			return ErrTruncated

@@ -418,22 +418,52 @@ func TestHistogramTruncated(t *testing.T) {
 }
 
 func TestHistogramMalformed(t *testing.T) {
+	stream := func(f func(w *bitWriter)) []byte {
+		var w bitWriter
+		f(&w)
+		w.writeBits(0, 64) // padding, so that nothing is truncated
+		w.writeBits(0, 64)
+		return w.b
+	}
 	for _, c := range []struct {
 		name string
 		b    []byte
-		n    int
 	}{
-		{"first row without layout", []byte{0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0}, 1},
-		{"header without flags", []byte{0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0}, 1},
-		{"schema out of range", []byte{0xc0 | 0x0f>>1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, 1},
+		{"first row without layout", stream(func(w *bitWriter) { w.writeBit(0) })},
+		{"header without flags", stream(func(w *bitWriter) { w.writeBits(0b1_0000, 5) })},
+		{"first layout without schema", stream(func(w *bitWriter) { w.writeBits(0b1_1000, 5); w.writeBit(0) })},
+		{"schema out of range", stream(func(w *bitWriter) {
+			w.writeBits(0b1_1000, 5)
+			w.writeBit(1)
+			w.writeGamma(zigzag(1 << 40))
+		})},
+		{"span offset out of range", stream(func(w *bitWriter) {
+			w.writeBits(0b1_1000, 5)
+			w.writeBit(1)
+			w.writeGamma(zigzag(3))
+			w.writeBits(0, 64)
+			w.writeGamma(1)
+			w.writeGamma(zigzag(-1 << 40))
+			w.writeGamma(1)
+		})},
+		{"sum window reused before set", stream(func(w *bitWriter) {
+			var e HistogramEncoder
+			e.Append(&histogram.Histogram{})
+			*w = bitWriter{b: bytes.Clone(e.Bytes()), free: e.w.free}
+			w.writeBits(0b0, 1)  // same layout
+			w.writeBits(0b0, 1)  // count delta 0 (k 0)
+			w.writeBits(0b0, 1)  // zero count residual 0
+			w.writeBits(0b10, 2) // reuse a window never set
+		})},
 	} {
 		var d HistogramDecoder
-		d.Reset(c.b, c.n)
+		d.Reset(c.b, 2)
 		for d.Next() {
 		}
 		if !errors.Is(d.Err(), ErrMalformed) {
 			t.Errorf("%s: err %v", c.name, d.Err())
 		}
+		t.Logf("%s: %v", c.name, d.Err())
 	}
 }
 
