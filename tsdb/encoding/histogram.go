@@ -147,6 +147,7 @@ func bucketK(lambda uint64, k uint) uint {
 // increment lambda before the row's adjustment: about log2 of the standard
 // deviation sqrt(lambda) of a Poisson count.
 func kBase(lambda uint64) int { return bits.Len64(lambda) / 2 }
+
 const KB = 2
 
 // countK returns the Rice parameter of a count delta after one whose zig-zag form was zprev.
