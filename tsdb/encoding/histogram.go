@@ -73,7 +73,7 @@ func mapShift(old, cur int32) (shift uint, ok bool) {
 // from the previous row: the sum of the previous absolute counts oldAbs (one
 // per bucket of old) whose index, shifted as for a schema reduction, equals the
 // bucket's index. Indices that are not increasing only make the prediction worse.
-func mapCounts(dst []int64, spans []histogram.Span, old []histogram.Span, oldAbs []int64, shift uint, ok bool) {
+func mapCounts[T int64 | float64](dst []T, spans []histogram.Span, old []histogram.Span, oldAbs []T, shift uint, ok bool) {
 	if !ok || len(oldAbs) == 0 {
 		clear(dst)
 		return
@@ -86,7 +86,7 @@ func mapCounts(dst []int64, spans []histogram.Span, old []histogram.Span, oldAbs
 	k := 0
 	for j := range dst {
 		t, _ := ni.next()
-		var acc int64
+		var acc T
 		for oOK && reduce(oIdx) < t {
 			oIdx, oOK = oi.next()
 			k++
@@ -209,9 +209,13 @@ type HistogramEncoder struct {
 
 // sameLayout reports whether h has the encoder's current layout, bit for bit.
 func (e *HistogramEncoder) sameLayout(h *histogram.Histogram) bool {
-	return h.Schema == e.schema && math.Float64bits(h.ZeroThreshold) == e.zt &&
-		slices.Equal(h.PositiveSpans, e.pos) && slices.Equal(h.NegativeSpans, e.neg) &&
-		sameFloatBits(h.CustomValues, e.custom)
+	return e.sameLayoutOf(h.Schema, h.ZeroThreshold, h.PositiveSpans, h.NegativeSpans, h.CustomValues)
+}
+
+// sameLayoutOf reports whether the layout given is the encoder's current one, bit for bit.
+func (e *HistogramEncoder) sameLayoutOf(schema int32, zt float64, pos, neg []histogram.Span, custom []float64) bool {
+	return schema == e.schema && math.Float64bits(zt) == e.zt &&
+		slices.Equal(pos, e.pos) && slices.Equal(neg, e.neg) && sameFloatBits(custom, e.custom)
 }
 
 // sameFloatBits reports whether a and b hold the same bit patterns.
@@ -295,7 +299,7 @@ func (e *HistogramEncoder) Append(h *histogram.Histogram) {
 	}
 	e.w.b, e.w.free = b, free
 	if newLayout {
-		e.writeLayout(h)
+		e.writeLayout(h.Schema, h.ZeroThreshold, h.PositiveSpans, h.NegativeSpans, h.CustomValues)
 	}
 	b, free = e.w.b, e.w.free
 	if hint != e.hint {
@@ -385,36 +389,36 @@ func (r *bitReader) readGamma() (uint64, bool) {
 	return 1<<(l-1) | v, ok
 }
 
-// writeLayout writes h's layout and makes it the current one.
-func (e *HistogramEncoder) writeLayout(h *histogram.Histogram) {
+// writeLayout writes a layout and makes it the current one.
+func (e *HistogramEncoder) writeLayout(schema int32, zt float64, pos, neg []histogram.Span, custom []float64) {
 	w := &e.w
-	if e.n > 0 && h.Schema == e.schema && math.Float64bits(h.ZeroThreshold) == e.zt {
+	if e.n > 0 && schema == e.schema && math.Float64bits(zt) == e.zt {
 		w.writeBit(0)
 	} else {
 		w.writeBit(1)
-		w.writeGamma(zigzag(int64(h.Schema)))
-		w.writeBits(math.Float64bits(h.ZeroThreshold), 64)
+		w.writeGamma(zigzag(int64(schema)))
+		w.writeBits(math.Float64bits(zt), 64)
 	}
-	for _, spans := range [2][]histogram.Span{h.PositiveSpans, h.NegativeSpans} {
+	for _, spans := range [2][]histogram.Span{pos, neg} {
 		w.writeGamma(uint64(len(spans)))
 		for _, s := range spans {
 			w.writeGamma(zigzag(int64(s.Offset)))
 			w.writeGamma(uint64(s.Length))
 		}
 	}
-	if sameFloatBits(h.CustomValues, e.custom) {
+	if sameFloatBits(custom, e.custom) {
 		w.writeBit(0)
 	} else {
 		w.writeBit(1)
-		w.writeGamma(uint64(len(h.CustomValues)))
-		for _, v := range h.CustomValues {
+		w.writeGamma(uint64(len(custom)))
+		for _, v := range custom {
 			w.writeBits(math.Float64bits(v), 64)
 		}
-		e.custom = append(e.custom[:0], h.CustomValues...)
+		e.custom = append(e.custom[:0], custom...)
 	}
-	e.schema, e.zt = h.Schema, math.Float64bits(h.ZeroThreshold)
-	e.pos = append(e.pos[:0], h.PositiveSpans...)
-	e.neg = append(e.neg[:0], h.NegativeSpans...)
+	e.schema, e.zt = schema, math.Float64bits(zt)
+	e.pos = append(e.pos[:0], pos...)
+	e.neg = append(e.neg[:0], neg...)
 }
 
 // Bytes returns the encoded stream; it aliases internal storage and its last byte may change on the next Append.
@@ -645,45 +649,46 @@ func (d *HistogramDecoder) readSpans(dst []histogram.Span) ([]histogram.Span, er
 	return dst, nil
 }
 
-// readLayout reads a new layout and the predictions for its buckets into d.cur.
-func (d *HistogramDecoder) readLayout(absolute bool) error {
+// readLayoutFields reads a layout: its spans into d.pos2 and d.neg2, its custom
+// values into d.custom; it returns the schema, the zero threshold's bits and
+// the numbers of positive and negative buckets.
+func (d *HistogramDecoder) readLayoutFields() (schema int32, zt uint64, np, nn uint64, err error) {
 	bit, ok := d.r.readBit()
 	if !ok {
-		return ErrTruncated
+		return 0, 0, 0, 0, ErrTruncated
 	}
 	s, zt := int64(d.schema), d.zt
 	if bit == 1 {
 		zs, ok := d.r.readGamma()
 		if !ok {
-			return ErrTruncated
+			return 0, 0, 0, 0, ErrTruncated
 		}
 		if s = unzigzag(zs); s != int64(int32(s)) {
-			return fmt.Errorf("schema %d out of range: %w", s, ErrMalformed)
+			return 0, 0, 0, 0, fmt.Errorf("schema %d out of range: %w", s, ErrMalformed)
 		}
 		if zt, ok = d.r.readBits(64); !ok {
-			return ErrTruncated
+			return 0, 0, 0, 0, ErrTruncated
 		}
 	} else if d.i == 0 {
-		return fmt.Errorf("first layout without a schema: %w", ErrMalformed)
+		return 0, 0, 0, 0, fmt.Errorf("first layout without a schema: %w", ErrMalformed)
 	}
-	var err error
 	if d.pos2, err = d.readSpans(d.pos2); err != nil {
-		return err
+		return 0, 0, 0, 0, err
 	}
 	if d.neg2, err = d.readSpans(d.neg2); err != nil {
-		return err
+		return 0, 0, 0, 0, err
 	}
 	bit, ok = d.r.readBit()
 	if !ok {
-		return ErrTruncated
+		return 0, 0, 0, 0, ErrTruncated
 	}
 	if bit == 1 {
 		nc, ok := d.r.readGamma()
 		if !ok {
-			return ErrTruncated
+			return 0, 0, 0, 0, ErrTruncated
 		}
 		if nc > d.r.remaining()/64 {
-			return ErrTruncated
+			return 0, 0, 0, 0, ErrTruncated
 		}
 		d.custom = d.custom[:0]
 		for range nc {
@@ -694,13 +699,22 @@ func (d *HistogramDecoder) readLayout(absolute bool) error {
 			d.customOut = nil
 		}
 	}
-	np, nn := spanBuckets(d.pos2), spanBuckets(d.neg2)
+	np, nn = spanBuckets(d.pos2), spanBuckets(d.neg2)
 	if np+nn > d.r.remaining() { // each bucket takes at least one bit
-		return ErrTruncated
+		return 0, 0, 0, 0, ErrTruncated
+	}
+	return int32(s), zt, np, nn, nil
+}
+
+// readLayout reads a new layout and the predictions for its buckets into d.cur.
+func (d *HistogramDecoder) readLayout(absolute bool) error {
+	s, zt, np, nn, err := d.readLayoutFields()
+	if err != nil {
+		return err
 	}
 	m := int(np + nn + 1)
 	d.cur = slices.Grow(d.cur[:0], m)[:m]
-	shift, ok := mapShift(d.schema, int32(s))
+	shift, ok := mapShift(d.schema, s)
 	ok = ok && !absolute
 	mapCounts(d.cur[:np], d.pos2, d.pos, d.abs[:d.np], shift, ok)
 	mapCounts(d.cur[np:m-1], d.neg2, d.neg, d.abs[d.np:max(len(d.abs)-1, d.np)], shift, ok)
@@ -711,7 +725,7 @@ func (d *HistogramDecoder) readLayout(absolute bool) error {
 	d.np = int(np)
 	d.pos, d.pos2 = d.pos2, d.pos
 	d.neg, d.neg2 = d.neg2, d.neg
-	d.schema, d.zt = int32(s), zt
+	d.schema, d.zt = s, zt
 	return nil
 }
 

@@ -5,7 +5,7 @@ import "slices"
 
 func TestZZBreakdown(t *testing.T) {
 	for _, k := range histBenchData() {
-		var tot, sumB, layouts, rows, buckets int
+		var tot, sumB, layouts, rows, buckets, layB int
 		for _, s := range k.series {
 			for i := 0; i < len(s); i += 120 {
 				var e HistogramEncoder
@@ -14,7 +14,11 @@ func TestZZBreakdown(t *testing.T) {
 					if j > 0 && !slices.Equal(h.PositiveSpans, s[i+j-1].PositiveSpans) {
 						layouts++
 					}
+					before := len(e.Bytes())
 					e.Append(h)
+					if j == 0 || !slices.Equal(h.PositiveSpans, s[i+j-1].PositiveSpans) {
+						layB += len(e.Bytes()) - before
+					}
 					x.Append(h.Sum)
 					rows++
 					buckets += len(h.PositiveBuckets)
@@ -23,6 +27,6 @@ func TestZZBreakdown(t *testing.T) {
 				sumB += len(x.Bytes())
 			}
 		}
-		t.Logf("%s: total %.2f B/row, sum %.2f B/row, layouts %d of %d rows, buckets/row %.1f", k.name, float64(tot)/float64(rows), float64(sumB)/float64(rows), layouts, rows, float64(buckets)/float64(rows))
+		t.Logf("%s: total %.2f B/row, sum %.2f B/row, layouts %d of %d rows, buckets/row %.1f, layout rows %.2f B/row", k.name, float64(tot)/float64(rows), float64(sumB)/float64(rows), layouts, rows, float64(buckets)/float64(rows), float64(layB)/float64(rows))
 	}
 }
