@@ -494,3 +494,115 @@ func TestHistogramDecodeAllocs(t *testing.T) {
 		t.Fatalf("%v allocations per encode", a)
 	}
 }
+
+// floatExactlyEqual is exactlyEqual for float histograms.
+func floatExactlyEqual(a, b *histogram.FloatHistogram) bool {
+	return a.CounterResetHint == b.CounterResetHint && a.Schema == b.Schema &&
+		math.Float64bits(a.ZeroThreshold) == math.Float64bits(b.ZeroThreshold) &&
+		math.Float64bits(a.ZeroCount) == math.Float64bits(b.ZeroCount) &&
+		math.Float64bits(a.Count) == math.Float64bits(b.Count) &&
+		math.Float64bits(a.Sum) == math.Float64bits(b.Sum) &&
+		slices.Equal(a.PositiveSpans, b.PositiveSpans) && slices.Equal(a.NegativeSpans, b.NegativeSpans) &&
+		sameFloatBits(a.PositiveBuckets, b.PositiveBuckets) && sameFloatBits(a.NegativeBuckets, b.NegativeBuckets) &&
+		sameFloatBits(a.CustomValues, b.CustomValues)
+}
+
+// toFloats converts integer histograms; with rescale, counts are scaled by
+// 0.37 (non-integer, as after a rate or an aggregation) and a few NaNs appear.
+func toFloats(hs []*histogram.Histogram, rescale bool) []*histogram.FloatHistogram {
+	fhs := make([]*histogram.FloatHistogram, len(hs))
+	for i, h := range hs {
+		fh := h.ToFloat(nil)
+		fh.CounterResetHint = h.CounterResetHint // ToFloat keeps it; set anyway for clarity
+		if rescale {
+			fh.Mul(0.37)
+			if i%97 == 5 && len(fh.PositiveBuckets) > 0 {
+				fh.PositiveBuckets[0] = math.NaN()
+			}
+		}
+		fhs[i] = fh
+	}
+	return fhs
+}
+
+func encodeFloatHistograms(hs []*histogram.FloatHistogram) []byte {
+	var e FloatHistogramEncoder
+	for _, h := range hs {
+		e.Append(h)
+	}
+	return e.Bytes()
+}
+
+func checkFloatHistograms(t *testing.T, b []byte, want []*histogram.FloatHistogram) {
+	t.Helper()
+	var d FloatHistogramDecoder
+	d.Reset(b, len(want))
+	var h *histogram.FloatHistogram
+	i := 0
+	for ; d.Next(); i++ {
+		h = d.At(h)
+		if !floatExactlyEqual(h, want[i]) {
+			t.Fatalf("float histogram %d of %d:\n got %+v\nwant %+v", i, len(want), *h, *want[i])
+		}
+	}
+	if d.Err() != nil || i != len(want) {
+		t.Fatalf("decoded %d of %d: %v", i, len(want), d.Err())
+	}
+}
+
+func TestFloatHistogramRoundTrip(t *testing.T) {
+	series := histSeries(300)
+	series = append(series, struct {
+		name string
+		hs   []*histogram.Histogram
+	}{"random", randomHistograms(newRand(13), 300)})
+	for _, s := range series {
+		for _, rescale := range []bool{false, true} {
+			fhs := toFloats(s.hs, rescale)
+			b := encodeFloatHistograms(fhs)
+			checkFloatHistograms(t, b, fhs)
+			// Prefix property at a few counts.
+			var e FloatHistogramEncoder
+			for i, h := range fhs {
+				if i%37 == 0 {
+					checkFloatHistograms(t, bytes.Clone(e.Bytes()), fhs[:i])
+				}
+				e.Append(h)
+			}
+			if e.Count() != len(fhs) {
+				t.Fatal(e.Count())
+			}
+			t.Logf("%s rescale=%v: %.2f bytes/histogram", s.name, rescale, float64(len(b))/float64(len(fhs)))
+		}
+	}
+}
+
+func TestFloatHistogramTruncatedAndReset(t *testing.T) {
+	fhs := toFloats(histSeries(40)[2].hs, true)
+	b := encodeFloatHistograms(fhs)
+	for cut := range len(b) {
+		var d FloatHistogramDecoder
+		d.Reset(b[:cut], len(fhs))
+		for d.Next() {
+		}
+		if !errors.Is(d.Err(), ErrTruncated) {
+			t.Fatalf("cut at %d of %d: err %v", cut, len(b), d.Err())
+		}
+	}
+	var e FloatHistogramEncoder
+	for _, h := range toFloats(randomHistograms(newRand(14), 20), false) {
+		e.Append(h)
+	}
+	e.Reset()
+	for _, h := range fhs {
+		e.Append(h)
+	}
+	if !bytes.Equal(e.Bytes(), b) {
+		t.Fatal("a reset encoder writes a different stream")
+	}
+	var d FloatHistogramDecoder
+	d.Reset([]byte{0x80 | 0b0010<<3, 0, 0, 0}, 1) // flag K is not used by float histograms
+	if d.Next() || !errors.Is(d.Err(), ErrMalformed) {
+		t.Fatalf("err %v", d.Err())
+	}
+}
