@@ -475,3 +475,133 @@ func BenchmarkHistogramColumn(b *testing.B) {
 		})
 	}
 }
+
+// promFloatHistChunks is promHistChunks for float histograms.
+func promFloatHistChunks(tb testing.TB, ts []int64, hs []*histogram.FloatHistogram, scratch *histogram.FloatHistogram, chunks []chunkenc.Chunk) []chunkenc.Chunk {
+	var cur chunkenc.Chunk
+	var app, prev chunkenc.Appender
+	for i, h := range hs {
+		if i%histBenchRows == 0 {
+			if cur != nil {
+				chunks = append(chunks, cur)
+			}
+			cur = chunkenc.NewFloatHistogramChunk()
+			var err error
+			prev = app
+			if app, err = cur.Appender(); err != nil {
+				tb.Fatal(err)
+			}
+		}
+		h.CopyTo(scratch)
+		c, recoded, newApp, err := app.AppendFloatHistogram(prev, 0, ts[i], scratch, false)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if c != nil {
+			if !recoded {
+				chunks = append(chunks, cur)
+			}
+			cur = c
+		}
+		prev, app = nil, newApp
+	}
+	return append(chunks, cur)
+}
+
+// BenchmarkFloatHistogramColumn is BenchmarkHistogramColumn's schema3 data as
+// float histograms (integer-valued counts, as Prometheus converts them) against
+// chunkenc.FloatHistogramChunk.
+func BenchmarkFloatHistogramColumn(b *testing.B) {
+	ts := scrapeTimestamps(newRand(103), 720, 10, 50)
+	var series [][]*histogram.FloatHistogram
+	samples := 0
+	for _, s := range histBenchData()[0].series {
+		series = append(series, toFloats(s, false))
+		samples += len(s)
+	}
+	var tandemBytes, promBytes int
+	var cols [][]byte
+	var chunks []chunkenc.Chunk
+	for _, s := range series {
+		var e FloatHistogramEncoder
+		for i := 0; i < len(s); i += histBenchRows {
+			e.Reset()
+			for _, h := range s[i:min(i+histBenchRows, len(s))] {
+				e.Append(h)
+			}
+			cols = append(cols, bytes.Clone(e.Bytes()))
+			tandemBytes += len(e.Bytes())
+		}
+		n := len(chunks)
+		chunks = promFloatHistChunks(b, ts, s, &histogram.FloatHistogram{}, chunks)
+		for _, c := range chunks[n:] {
+			promBytes += len(c.Bytes())
+		}
+	}
+	report := func(b *testing.B, size int) {
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*samples), "ns/sample")
+		b.ReportMetric(float64(size)/float64(samples), "bytes/sample")
+	}
+	b.Run("tandem/encode", func(b *testing.B) {
+		var e FloatHistogramEncoder
+		b.ReportAllocs()
+		for b.Loop() {
+			for _, s := range series {
+				for i := 0; i < len(s); i += histBenchRows {
+					e.Reset()
+					for _, h := range s[i:min(i+histBenchRows, len(s))] {
+						e.Append(h)
+					}
+				}
+			}
+		}
+		report(b, tandemBytes)
+	})
+	b.Run("tandem/decode", func(b *testing.B) {
+		var d FloatHistogramDecoder
+		h := &histogram.FloatHistogram{}
+		b.ReportAllocs()
+		for b.Loop() {
+			for _, col := range cols {
+				d.Reset(col, histBenchRows)
+				for d.Next() {
+					h = d.At(h)
+					benchXORSink += h.Count
+				}
+				if d.Err() != nil {
+					b.Fatal(d.Err())
+				}
+			}
+		}
+		report(b, tandemBytes)
+	})
+	b.Run("prometheus/encode", func(b *testing.B) {
+		scratch := &histogram.FloatHistogram{}
+		var cs []chunkenc.Chunk
+		b.ReportAllocs()
+		for b.Loop() {
+			for _, s := range series {
+				cs = promFloatHistChunks(b, ts, s, scratch, cs[:0])
+			}
+		}
+		report(b, promBytes)
+	})
+	b.Run("prometheus/decode", func(b *testing.B) {
+		var it chunkenc.Iterator
+		h := &histogram.FloatHistogram{}
+		b.ReportAllocs()
+		for b.Loop() {
+			for _, c := range chunks {
+				it = c.Iterator(it)
+				for it.Next() == chunkenc.ValFloatHistogram {
+					_, h = it.AtFloatHistogram(h)
+					benchXORSink += h.Count
+				}
+				if it.Err() != nil {
+					b.Fatal(it.Err())
+				}
+			}
+		}
+		report(b, promBytes)
+	})
+}

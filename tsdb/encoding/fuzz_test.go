@@ -112,6 +112,7 @@ func FuzzHistogramDecoder(f *testing.F) {
 		f.Add(encodeHistograms(s.hs), 20)
 	}
 	f.Add(encodeHistograms(randomHistograms(newRand(22), 20)), 20)
+	f.Add(encodeFloatHistograms(toFloats(histSeries(20)[2].hs, true)), 20)
 	f.Fuzz(func(t *testing.T, b []byte, n int) {
 		n = capN(n, b)
 		var d HistogramDecoder
@@ -127,6 +128,20 @@ func FuzzHistogramDecoder(f *testing.F) {
 		}
 		if err := d.Err(); err != nil && !errors.Is(err, ErrTruncated) && !errors.Is(err, ErrMalformed) {
 			t.Fatalf("error %v wraps neither ErrTruncated nor ErrMalformed", err)
+		}
+		var fd FloatHistogramDecoder
+		fd.Reset(b, n)
+		var fh *histogram.FloatHistogram
+		got = 0
+		for fd.Next() {
+			fh = fd.At(fh)
+			got++
+		}
+		if got > n || (got < n) != (fd.Err() != nil) {
+			t.Fatalf("float n=%d: decoded %d, err %v", n, got, fd.Err())
+		}
+		if err := fd.Err(); err != nil && !errors.Is(err, ErrTruncated) && !errors.Is(err, ErrMalformed) {
+			t.Fatalf("float error %v wraps neither ErrTruncated nor ErrMalformed", err)
 		}
 	})
 }
@@ -211,6 +226,26 @@ func FuzzHistogramRoundTrip(f *testing.F) {
 		}
 		if d.Err() != nil {
 			t.Fatal(d.Err())
+		}
+		// The same histograms as floats, and with counts from the input's bits.
+		fhs := toFloats(hs, len(in)%2 == 1)
+		for i, fh := range fhs {
+			if i < len(in) && in[i]&0x80 != 0 && len(fh.PositiveBuckets) > 0 {
+				fh.PositiveBuckets[0] = math.Float64frombits(uint64(in[i]) * 0x0101010101010101)
+			}
+		}
+		fb := encodeFloatHistograms(fhs)
+		var fd FloatHistogramDecoder
+		fd.Reset(fb, len(fhs))
+		var fh *histogram.FloatHistogram
+		for i := 0; fd.Next(); i++ {
+			fh = fd.At(fh)
+			if !floatExactlyEqual(fh, fhs[i]) {
+				t.Fatalf("float histogram %d:\n got %+v\nwant %+v", i, *fh, *fhs[i])
+			}
+		}
+		if fd.Err() != nil {
+			t.Fatal(fd.Err())
 		}
 	})
 }

@@ -776,22 +776,20 @@ func appendDeltas(dst []int64, abs []int64) []int64 {
 // Err returns the error that stopped decoding, if any.
 func (d *HistogramDecoder) Err() error { return d.err }
 
-// appendXORField appends x, the XOR of a float's bits with its prediction:
-// '0' when x == 0, else '1', a 6-bit count L of leading zeros, a 6-bit field
-// S-1 and the S significant bits of x (its bits from L down to its lowest one).
-func appendXORField(b []byte, free uint, x uint64) ([]byte, uint) {
+// appendXORValue appends x, the XOR of a float's bits with its prediction, as
+// a value column's vi: '0' when x == 0, else with the window kept in e.
+func (e *XOREncoder) appendXORValue(b []byte, free uint, x uint64) ([]byte, uint) {
 	if x == 0 {
 		return appendBit(b, free, 0)
 	}
-	lead := uint(bits.LeadingZeros64(x))
-	trail := uint(bits.TrailingZeros64(x))
-	sig := 64 - lead - trail
-	b, free = appendBits(b, free, 1<<12|uint64(lead)<<6|uint64(sig-1), 13)
-	return appendBits(b, free, x>>trail, sig)
+	return e.appendXOR(b, free, x)
 }
 
-// readXORField reads a field written by appendXORField.
-func (r *bitReader) readXORField() (uint64, error) {
+// xorWindow is a value column decoder's window state.
+type xorWindow struct{ leading, trailing uint8 }
+
+// readXORValue reads a value written by appendXORValue and returns x.
+func (r *bitReader) readXORValue(w *xorWindow) (uint64, error) {
 	bit, ok := r.readBit()
 	if !ok {
 		return 0, ErrTruncated
@@ -799,19 +797,30 @@ func (r *bitReader) readXORField() (uint64, error) {
 	if bit == 0 {
 		return 0, nil
 	}
-	hdr, ok := r.readBits(12)
+	if bit, ok = r.readBit(); !ok {
+		return 0, ErrTruncated
+	}
+	if bit == 1 {
+		hdr, ok := r.readBits(11)
+		if !ok {
+			return 0, ErrTruncated
+		}
+		lead, sig := uint(hdr>>6), uint(hdr&63)
+		if sig == 0 {
+			sig = 64
+		}
+		if lead+sig > 64 {
+			return 0, fmt.Errorf("window of %d leading and %d significant bits: %w", lead, sig, ErrMalformed)
+		}
+		w.leading, w.trailing = uint8(lead), uint8(64-lead-sig)
+	} else if w.leading == noWindow {
+		return 0, fmt.Errorf("window reused before one was set: %w", ErrMalformed)
+	}
+	x, ok := r.readBits(64 - uint(w.leading) - uint(w.trailing))
 	if !ok {
 		return 0, ErrTruncated
 	}
-	lead, sig := uint(hdr>>6), uint(hdr&63)+1
-	if lead+sig > 64 {
-		return 0, fmt.Errorf("XOR field of %d leading and %d significant bits: %w", lead, sig, ErrMalformed)
-	}
-	v, ok := r.readBits(sig)
-	if !ok {
-		return 0, ErrTruncated
-	}
-	return v << (64 - lead - sig), nil
+	return x << w.trailing, nil
 }
 
 // FloatHistogramEncoder appends float native histograms
@@ -825,6 +834,7 @@ type FloatHistogramEncoder struct {
 	vals  []float64        // the last row's counts: positive, negative, zero count
 	cur   []float64        // scratch: the row being appended
 	pred  []float64        // scratch: predictions
+	win   []XOREncoder     // per slot, then count and sum: only the XOR windows are used
 	count uint64
 	sum   uint64
 }
@@ -850,6 +860,12 @@ func (e *FloatHistogramEncoder) Append(h *histogram.FloatHistogram) {
 	} else {
 		copy(e.pred, e.vals)
 	}
+	if newLayout { // every value starts without a window
+		e.win = slices.Grow(e.win[:0], m+2)[:m+2]
+		for j := range e.win {
+			e.win[j].leading = noWindow
+		}
+	}
 	hint := h.CounterResetHint & 3
 	var flags uint64
 	if newLayout {
@@ -871,12 +887,12 @@ func (e *FloatHistogramEncoder) Append(h *histogram.FloatHistogram) {
 		b, free = appendBits(b, free, uint64(hint), 2)
 	}
 	cb := math.Float64bits(h.Count)
-	b, free = appendXORField(b, free, cb^e.count)
+	b, free = e.win[m].appendXORValue(b, free, cb^e.count)
 	for j, v := range e.cur {
-		b, free = appendXORField(b, free, math.Float64bits(v)^math.Float64bits(e.pred[j]))
+		b, free = e.win[j].appendXORValue(b, free, math.Float64bits(v)^math.Float64bits(e.pred[j]))
 	}
 	sb := math.Float64bits(h.Sum)
-	b, free = appendXORField(b, free, sb^e.sum)
+	b, free = e.win[m+1].appendXORValue(b, free, sb^e.sum)
 	l.w.b, l.w.free = b, free
 	e.vals, e.cur = e.cur, e.vals
 	e.np, e.count, e.sum, l.hint = np, cb, sb, hint
@@ -903,6 +919,7 @@ type FloatHistogramDecoder struct {
 	np    int
 	vals  []float64
 	cur   []float64
+	win   []xorWindow // per slot, then count and sum
 	count uint64
 	sum   uint64
 }
@@ -962,6 +979,10 @@ func (d *FloatHistogramDecoder) read() error {
 			d.cur[m-1] = d.vals[len(d.vals)-1]
 		}
 		d.np = int(np)
+		d.win = slices.Grow(d.win[:0], m+2)[:m+2]
+		for j := range d.win {
+			d.win[j] = xorWindow{leading: noWindow}
+		}
 		l.pos, l.pos2 = l.pos2, l.pos
 		l.neg, l.neg2 = l.neg2, l.neg
 		l.schema, l.zt = s, zt
@@ -975,18 +996,19 @@ func (d *FloatHistogramDecoder) read() error {
 		}
 		l.hint = histogram.CounterResetHint(v)
 	}
-	x, err := l.r.readXORField()
+	m := len(d.cur)
+	x, err := l.r.readXORValue(&d.win[m])
 	if err != nil {
 		return err
 	}
 	d.count ^= x
 	for j, v := range d.cur {
-		if x, err = l.r.readXORField(); err != nil {
+		if x, err = l.r.readXORValue(&d.win[j]); err != nil {
 			return err
 		}
 		d.cur[j] = math.Float64frombits(math.Float64bits(v) ^ x)
 	}
-	if x, err = l.r.readXORField(); err != nil {
+	if x, err = l.r.readXORValue(&d.win[m+1]); err != nil {
 		return err
 	}
 	d.sum ^= x
