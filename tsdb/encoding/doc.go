@@ -179,6 +179,25 @@
 // spans than half the remaining bits, more buckets than remaining bits or
 // more custom values than a 64th of them is truncated.
 //
+// # Float histogram column
+//
+// A float histogram column (*histogram.FloatHistogram) uses the rows of a
+// histogram column with the same header (only flags 8 and 4 are allowed),
+// layout and hint, and then, instead of countdelta, residual{m} and sum:
+//
+//	count      xor(Count, window m)
+//	value{m}   xor(v_j, window j) for the m slots (positive buckets, negative
+//	           buckets, zero count), v_j's bits XOR p_j's bits
+//	sum        xor(Sum, window m+1)
+//
+// xor(·, window w) is a value column's vi ('0', '10' + field, or '11' +
+// 5-bit L + 6-bit S + field) of the XOR of the value's bits with its
+// prediction, using and updating window w; all m+2 windows are unset after
+// every layout. Count and sum are predicted by the last row's (0 in row 0).
+// p_j is the last row's value of the slot without a layout, and with one the
+// remapped sum of float counts (float64 addition in walk order) or the last
+// zero count as for integer histograms (0 in row 0); there is no absolute flag.
+//
 // # Errors
 //
 // Decoders never panic and never allocate except to build an error (the
