@@ -231,10 +231,23 @@ func sameFloatBits(a, b []float64) bool {
 	return true
 }
 
+// checkBuckets reports an error unless the spans describe exactly as many buckets as there are.
+func checkBuckets(pos, neg []histogram.Span, np, nn int) error {
+	if spanBuckets(pos) != uint64(np) || spanBuckets(neg) != uint64(nn) {
+		return fmt.Errorf("encoding: histogram spans of %d positive and %d negative buckets hold %d and %d",
+			spanBuckets(pos), spanBuckets(neg), np, nn)
+	}
+	return nil
+}
+
 // Append adds h to the column. Every field round-trips exactly, including
 // zero-length spans and NaN sums, except that CounterResetHint keeps only its
-// two low bits (all defined hints fit).
-func (e *HistogramEncoder) Append(h *histogram.Histogram) {
+// two low bits (all defined hints fit). It returns an error, and appends
+// nothing, if the spans do not describe exactly the buckets given.
+func (e *HistogramEncoder) Append(h *histogram.Histogram) error {
+	if err := checkBuckets(h.PositiveSpans, h.NegativeSpans, len(h.PositiveBuckets), len(h.NegativeBuckets)); err != nil {
+		return err
+	}
 	newLayout := e.n == 0 || !e.sameLayout(h)
 	np, nn := len(h.PositiveBuckets), len(h.NegativeBuckets)
 	m := np + nn + 1
@@ -327,6 +340,7 @@ func (e *HistogramEncoder) Append(h *histogram.Histogram) {
 	e.np = np
 	e.count, e.zn, e.sum, e.hint, e.k = h.Count, zn, sb, hint, k
 	e.n++
+	return nil
 }
 
 // chooseK picks the row's Rice parameter K for e.zs; flagged reports whether
@@ -737,6 +751,9 @@ func (d *HistogramDecoder) At(h *histogram.Histogram) *histogram.Histogram {
 	if h == nil {
 		h = &histogram.Histogram{}
 	}
+	if len(d.abs) == 0 { // before the first Next
+		d.abs = append(d.abs, 0)
+	}
 	h.CounterResetHint = d.hint
 	h.Schema = d.schema
 	h.ZeroThreshold = math.Float64frombits(d.zt)
@@ -840,8 +857,12 @@ type FloatHistogramEncoder struct {
 }
 
 // Append adds h to the column; every field round-trips bit for bit, except
-// that CounterResetHint keeps only its two low bits.
-func (e *FloatHistogramEncoder) Append(h *histogram.FloatHistogram) {
+// that CounterResetHint keeps only its two low bits. It returns an error, and
+// appends nothing, if the spans do not describe exactly the buckets given.
+func (e *FloatHistogramEncoder) Append(h *histogram.FloatHistogram) error {
+	if err := checkBuckets(h.PositiveSpans, h.NegativeSpans, len(h.PositiveBuckets), len(h.NegativeBuckets)); err != nil {
+		return err
+	}
 	l := &e.l
 	newLayout := l.n == 0 || !l.sameLayoutOf(h.Schema, h.ZeroThreshold, h.PositiveSpans, h.NegativeSpans, h.CustomValues)
 	np, nn := len(h.PositiveBuckets), len(h.NegativeBuckets)
@@ -897,6 +918,7 @@ func (e *FloatHistogramEncoder) Append(h *histogram.FloatHistogram) {
 	e.vals, e.cur = e.cur, e.vals
 	e.np, e.count, e.sum, l.hint = np, cb, sb, hint
 	l.n++
+	return nil
 }
 
 // Bytes returns the encoded stream; it aliases internal storage and its last byte may change on the next Append.
@@ -1023,6 +1045,9 @@ func (d *FloatHistogramDecoder) At(h *histogram.FloatHistogram) *histogram.Float
 		h = &histogram.FloatHistogram{}
 	}
 	l := &d.l
+	if len(d.vals) == 0 { // before the first Next
+		d.vals = append(d.vals, 0)
+	}
 	h.CounterResetHint = l.hint
 	h.Schema = l.schema
 	h.ZeroThreshold = math.Float64frombits(l.zt)

@@ -255,7 +255,9 @@ func exactlyEqual(a, b *histogram.Histogram) bool {
 func encodeHistograms(hs []*histogram.Histogram) []byte {
 	var e HistogramEncoder
 	for _, h := range hs {
-		e.Append(h)
+		if err := e.Append(h); err != nil {
+			panic(err)
+		}
 	}
 	return e.Bytes()
 }
@@ -528,7 +530,9 @@ func toFloats(hs []*histogram.Histogram, rescale bool) []*histogram.FloatHistogr
 func encodeFloatHistograms(hs []*histogram.FloatHistogram) []byte {
 	var e FloatHistogramEncoder
 	for _, h := range hs {
-		e.Append(h)
+		if err := e.Append(h); err != nil {
+			panic(err)
+		}
 	}
 	return e.Bytes()
 }
@@ -605,4 +609,29 @@ func TestFloatHistogramTruncatedAndReset(t *testing.T) {
 	if d.Next() || !errors.Is(d.Err(), ErrMalformed) {
 		t.Fatalf("err %v", d.Err())
 	}
+}
+
+func TestHistogramAppendInvalid(t *testing.T) {
+	good := &histogram.Histogram{Count: 3, PositiveSpans: []histogram.Span{{Offset: 1, Length: 2}}, PositiveBuckets: []int64{1, 1}}
+	bad := &histogram.Histogram{Count: 3, PositiveSpans: []histogram.Span{{Offset: 1, Length: 3}}, PositiveBuckets: []int64{1, 1}}
+	var e HistogramEncoder
+	var fe FloatHistogramEncoder
+	for _, h := range []*histogram.Histogram{good, bad, good} {
+		err := e.Append(h)
+		ferr := fe.Append(h.ToFloat(nil))
+		if (err != nil) != (h == bad) || (ferr != nil) != (h == bad) {
+			t.Fatalf("Append(%+v): %v, float %v", *h, err, ferr)
+		}
+	}
+	if e.Count() != 2 || fe.Count() != 2 {
+		t.Fatalf("counts %d, %d", e.Count(), fe.Count())
+	}
+	checkHistograms(t, e.Bytes(), []*histogram.Histogram{good, good}, true)
+	checkFloatHistograms(t, fe.Bytes(), []*histogram.FloatHistogram{good.ToFloat(nil), good.ToFloat(nil)})
+	// At before Next does not panic.
+	var d HistogramDecoder
+	d.Reset(e.Bytes(), 2)
+	d.At(nil)
+	var fd FloatHistogramDecoder
+	fd.At(nil)
 }
