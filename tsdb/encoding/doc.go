@@ -129,7 +129,7 @@
 // XOR window. Initially everything is zero or empty and no window is set.
 // Arithmetic on counts wraps as int64/uint64 arithmetic.
 //
-//	row        header [layout] [hint] [K] countdelta residual{m} sum
+//	row        header [layout] [hint] [K] countdelta residuals sum
 //	header     '0' (no flags) | '1' + 4-bit flags F, F != 0:
 //	           8 layout follows, 4 hint follows, 2 K follows, 1 absolute
 //	layout     schemazt spans(positive) spans(negative) custom
@@ -141,8 +141,12 @@
 //	K          5-bit field
 //	countdelta rice(z_n, clamp(bitlen(z_n of the last row) - 1, 0, 31));
 //	           delta = unzigzag(z_n), Count = base + delta
-//	residual   rice(z_j, clamp(bitlen(λ_j)/2 + K - 8, 0, 31));
-//	           c_j = p_j + λ_j - unzigzag(z_j)
+//	residuals  one rice(z_j, k_j) per slot j = 0..m-1, where
+//	           k_j = clamp(bitlen(λ_j)/2 + K - 8, 0, 31) and
+//	           c_j = p_j + λ_j - unzigzag(z_j). Slots are read in order, and
+//	           a slot with k_j == 0 followed by one with k_(j+1) == 0 is read
+//	           as a pair: '0' (both z are 0) | '1' + rice(z_j, 0) +
+//	           rice(y, 0), where z_(j+1) = y+1 if z_j == 0, else y
 //	sum        row 0: 64-bit field; later rows: as a value column's vi
 //	           (with its own window) against the last row's sum bits
 //
@@ -183,7 +187,7 @@
 //
 // A float histogram column (*histogram.FloatHistogram) uses the rows of a
 // histogram column with the same header (only flags 8 and 4 are allowed),
-// layout and hint, and then, instead of countdelta, residual{m} and sum:
+// layout and hint, and then, instead of countdelta, residuals and sum:
 //
 //	count      xor(Count, window m)
 //	value{m}   xor(v_j, window j) for the m slots (positive buckets, negative

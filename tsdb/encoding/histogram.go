@@ -322,9 +322,7 @@ func (e *HistogramEncoder) Append(h *histogram.Histogram) error {
 		b, free = appendBits(b, free, uint64(k), histKBits)
 	}
 	b, free = appendRice(b, free, zn, countK(e.zn))
-	for j, z := range e.zs {
-		b, free = appendRice(b, free, z, uint(min(max(int(e.ks[j])+int(k)-kOffset, 0), 31)))
-	}
+	b, free = e.appendResiduals(b, free, k)
 	sb := math.Float64bits(h.Sum)
 	if e.n == 0 {
 		b, free = appendBits(b, free, sb, 64)
@@ -343,14 +341,60 @@ func (e *HistogramEncoder) Append(h *histogram.Histogram) error {
 	return nil
 }
 
+// appendResiduals appends e.zs for the row parameter k: a residual whose
+// parameter is 0 is paired with the next one if that one's parameter is 0 too:
+// '0' when both are 0, else '1', rice(z1, 0) and rice(z2, 0), less 1 when z1 == 0.
+func (e *HistogramEncoder) appendResiduals(b []byte, free uint, k uint) ([]byte, uint) {
+	for j := 0; j < len(e.zs); j++ {
+		kj := uint(min(max(int(e.ks[j])+int(k)-kOffset, 0), 31))
+		if kj == 0 && j+1 < len(e.zs) && int(e.ks[j+1])+int(k) <= kOffset {
+			z1, z2 := e.zs[j], e.zs[j+1]
+			j++
+			if z1 == 0 && z2 == 0 {
+				b, free = appendBit(b, free, 0)
+				continue
+			}
+			b, free = appendBit(b, free, 1)
+			b, free = appendRice(b, free, z1, 0)
+			if z1 == 0 {
+				z2--
+			}
+			b, free = appendRice(b, free, z2, 0)
+			continue
+		}
+		b, free = appendRice(b, free, e.zs[j], kj)
+	}
+	return b, free
+}
+
+// residualBits is the size appendResiduals writes for k.
+func (e *HistogramEncoder) residualBits(k uint) uint64 {
+	var c uint64
+	for j := 0; j < len(e.zs); j++ {
+		kj := uint(min(max(int(e.ks[j])+int(k)-kOffset, 0), 31))
+		if kj == 0 && j+1 < len(e.zs) && int(e.ks[j+1])+int(k) <= kOffset {
+			z1, z2 := e.zs[j], e.zs[j+1]
+			j++
+			if z1 == 0 && z2 == 0 {
+				c++
+				continue
+			}
+			if z1 == 0 {
+				z2--
+			}
+			c += 1 + riceBits(z1, 0) + riceBits(z2, 0)
+			continue
+		}
+		c += riceBits(e.zs[j], kj)
+	}
+	return c
+}
+
 // chooseK picks the row's Rice parameter K for e.zs; flagged reports whether
 // the row header carries flags anyway (so changing K costs only its field).
 func (e *HistogramEncoder) chooseK(flagged bool) uint {
 	cost := func(k uint) uint64 {
-		var c uint64
-		for j, z := range e.zs {
-			c += riceBits(z, uint(min(max(int(e.ks[j])+int(k)-kOffset, 0), 31)))
-		}
+		c := e.residualBits(k)
 		if k != e.k {
 			c += histKBits
 			if !flagged {
@@ -576,8 +620,32 @@ func (d *HistogramDecoder) read() error {
 	dn := uint64(unzigzag(zn))
 	d.lambda = slices.Grow(d.lambda[:0], len(d.cur))[:len(d.cur)]
 	predictions(d.lambda, d.cur, dn)
-	for j, l := range d.lambda {
-		z, ok := d.readRice(bucketK(l, d.k))
+	for j := 0; j < len(d.lambda); j++ {
+		l := d.lambda[j]
+		kj := bucketK(l, d.k)
+		if kj == 0 && j+1 < len(d.lambda) && bucketK(d.lambda[j+1], d.k) == 0 {
+			bit, ok := d.r.readBit()
+			if !ok {
+				return ErrTruncated
+			}
+			var z1, z2 uint64
+			if bit == 1 {
+				if z1, ok = d.readRice(0); !ok {
+					return ErrTruncated
+				}
+				if z2, ok = d.readRice(0); !ok {
+					return ErrTruncated
+				}
+				if z1 == 0 {
+					z2++ // wraps only for a z2 no encoder writes, and then consistently
+				}
+			}
+			d.cur[j] += int64(l) - unzigzag(z1)
+			j++
+			d.cur[j] += int64(d.lambda[j]) - unzigzag(z2)
+			continue
+		}
+		z, ok := d.readRice(kj)
 		if !ok {
 			return ErrTruncated
 		}
