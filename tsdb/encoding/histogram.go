@@ -416,8 +416,8 @@ func (e *HistogramEncoder) chooseK(flagged bool) uint {
 			}
 		}
 	}
-	try(int(e.k)-2, int(e.k)+2)
-	if k0 < int(e.k)-2 || k0 > int(e.k)+2 {
+	try(int(e.k)-1, int(e.k)+1)
+	if k0 < int(e.k)-1 || k0 > int(e.k)+1 {
 		try(k0-1, k0+1)
 	}
 	return best
