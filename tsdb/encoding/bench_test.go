@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"testing"
 
+	"math"
+
+	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 )
 
@@ -289,4 +292,316 @@ func BenchmarkXORDecode(b *testing.B) {
 			})
 		}
 	}
+}
+
+// histBenchRows is the number of rows per chunk in BenchmarkHistogramColumn:
+// the head's default ChunkRows, and the 120 samples after which Prometheus cuts
+// a chunk.
+const histBenchRows = 120
+
+// histMembersPerGroup is the number of histogram members of a typical group
+// that share one timestamp column.
+const histMembersPerGroup = 12
+
+var benchHistSink uint64
+
+// histBenchData returns 20 series of 720 rows for each kind of histogram.
+func histBenchData() []struct {
+	name   string
+	series [][]*histogram.Histogram
+} {
+	kinds := []struct {
+		name   string
+		schema int32
+		custom []float64
+	}{{"schema3", 3, nil}, {"schema0", 0, nil}, {"nhcb", -53, nhcbBounds}}
+	var out []struct {
+		name   string
+		series [][]*histogram.Histogram
+	}
+	for ki, k := range kinds {
+		series := make([][]*histogram.Histogram, 20)
+		for s := range series {
+			g := newHistGen(uint64(1000*ki+s), k.schema, k.custom, false)
+			g.mu = math.Log(0.02 * float64(1+s%5)) // different latencies per series
+			g.sig = 0.6 + 0.1*float64(s%4)
+			series[s] = make([]*histogram.Histogram, 720)
+			for i := range series[s] {
+				series[s][i] = g.next()
+			}
+		}
+		out = append(out, struct {
+			name   string
+			series [][]*histogram.Histogram
+		}{k.name, series})
+	}
+	return out
+}
+
+// promHistChunks encodes one series into Prometheus histogram chunks, cut
+// every histBenchRows samples and wherever Prometheus's appender starts a new
+// chunk itself (counter resets, schema changes). scratch is reused for the copy
+// of each histogram the appender may modify.
+func promHistChunks(tb testing.TB, ts []int64, hs []*histogram.Histogram, scratch *histogram.Histogram, chunks []chunkenc.Chunk) []chunkenc.Chunk {
+	var cur chunkenc.Chunk
+	var app, prev chunkenc.Appender
+	for i, h := range hs {
+		if i%histBenchRows == 0 {
+			if cur != nil {
+				chunks = append(chunks, cur)
+			}
+			cur = chunkenc.NewHistogramChunk()
+			var err error
+			prev = app
+			if app, err = cur.Appender(); err != nil {
+				tb.Fatal(err)
+			}
+		}
+		h.CopyTo(scratch)
+		c, recoded, newApp, err := app.AppendHistogram(prev, 0, ts[i], scratch, false)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if c != nil {
+			if !recoded {
+				chunks = append(chunks, cur)
+			}
+			cur = c
+		}
+		prev, app = nil, newApp
+	}
+	return append(chunks, cur)
+}
+
+func BenchmarkHistogramColumn(b *testing.B) {
+	ts := scrapeTimestamps(newRand(103), 720, 10, 50)
+	for _, k := range histBenchData() {
+		var samples int
+		for _, s := range k.series {
+			samples += len(s)
+		}
+		// Encoded sizes, computed once.
+		var tandemBytes, tsBytes, promBytes int
+		var tandemCols [][]byte
+		for _, s := range k.series {
+			var e HistogramEncoder
+			for i := 0; i < len(s); i += histBenchRows {
+				e.Reset()
+				for _, h := range s[i:min(i+histBenchRows, len(s))] {
+					e.Append(h)
+				}
+				tandemCols = append(tandemCols, bytes.Clone(e.Bytes()))
+				tandemBytes += len(e.Bytes())
+			}
+			for _, c := range promHistChunks(b, ts, s, &histogram.Histogram{}, nil) {
+				promBytes += len(c.Bytes())
+			}
+		}
+		for i := 0; i < len(ts); i += histBenchRows {
+			tsBytes += len(encodeTS(ts[i:min(i+histBenchRows, len(ts))]))
+		}
+		tsShare := float64(tsBytes) * float64(len(k.series)) / histMembersPerGroup // per series' worth of samples
+		report := func(b *testing.B, size float64) {
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*samples), "ns/sample")
+			b.ReportMetric(size/float64(samples), "bytes/sample")
+		}
+		b.Run(k.name+"/tandem/encode", func(b *testing.B) {
+			var e HistogramEncoder
+			b.ReportAllocs()
+			for b.Loop() {
+				for _, s := range k.series {
+					for i := 0; i < len(s); i += histBenchRows {
+						e.Reset()
+						for _, h := range s[i:min(i+histBenchRows, len(s))] {
+							e.Append(h)
+						}
+					}
+				}
+			}
+			report(b, float64(tandemBytes))
+			b.ReportMetric((float64(tandemBytes)+tsShare)/float64(samples), "bytes/sample+ts")
+		})
+		b.Run(k.name+"/tandem/decode", func(b *testing.B) {
+			var d HistogramDecoder
+			h := &histogram.Histogram{}
+			b.ReportAllocs()
+			for b.Loop() {
+				for _, col := range tandemCols {
+					d.Reset(col, histBenchRows)
+					for d.Next() {
+						h = d.At(h)
+						benchHistSink += h.Count
+					}
+					if d.Err() != nil {
+						b.Fatal(d.Err())
+					}
+				}
+			}
+			report(b, float64(tandemBytes))
+			b.ReportMetric((float64(tandemBytes)+tsShare)/float64(samples), "bytes/sample+ts")
+		})
+		b.Run(k.name+"/prometheus/encode", func(b *testing.B) {
+			scratch := &histogram.Histogram{}
+			var chunks []chunkenc.Chunk
+			b.ReportAllocs()
+			for b.Loop() {
+				for _, s := range k.series {
+					chunks = promHistChunks(b, ts, s, scratch, chunks[:0])
+				}
+			}
+			report(b, float64(promBytes))
+		})
+		b.Run(k.name+"/prometheus/decode", func(b *testing.B) {
+			var chunks []chunkenc.Chunk
+			for _, s := range k.series {
+				chunks = promHistChunks(b, ts, s, &histogram.Histogram{}, chunks)
+			}
+			var it chunkenc.Iterator
+			h := &histogram.Histogram{}
+			b.ReportAllocs()
+			for b.Loop() {
+				for _, c := range chunks {
+					it = c.Iterator(it)
+					for it.Next() == chunkenc.ValHistogram {
+						_, h = it.AtHistogram(h)
+						benchHistSink += h.Count
+					}
+					if it.Err() != nil {
+						b.Fatal(it.Err())
+					}
+				}
+			}
+			report(b, float64(promBytes))
+		})
+	}
+}
+
+// promFloatHistChunks is promHistChunks for float histograms.
+func promFloatHistChunks(tb testing.TB, ts []int64, hs []*histogram.FloatHistogram, scratch *histogram.FloatHistogram, chunks []chunkenc.Chunk) []chunkenc.Chunk {
+	var cur chunkenc.Chunk
+	var app, prev chunkenc.Appender
+	for i, h := range hs {
+		if i%histBenchRows == 0 {
+			if cur != nil {
+				chunks = append(chunks, cur)
+			}
+			cur = chunkenc.NewFloatHistogramChunk()
+			var err error
+			prev = app
+			if app, err = cur.Appender(); err != nil {
+				tb.Fatal(err)
+			}
+		}
+		h.CopyTo(scratch)
+		c, recoded, newApp, err := app.AppendFloatHistogram(prev, 0, ts[i], scratch, false)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if c != nil {
+			if !recoded {
+				chunks = append(chunks, cur)
+			}
+			cur = c
+		}
+		prev, app = nil, newApp
+	}
+	return append(chunks, cur)
+}
+
+// BenchmarkFloatHistogramColumn is BenchmarkHistogramColumn's schema3 data as
+// float histograms (integer-valued counts, as Prometheus converts them) against
+// chunkenc.FloatHistogramChunk.
+func BenchmarkFloatHistogramColumn(b *testing.B) {
+	ts := scrapeTimestamps(newRand(103), 720, 10, 50)
+	var series [][]*histogram.FloatHistogram
+	samples := 0
+	for _, s := range histBenchData()[0].series {
+		series = append(series, toFloats(s, false))
+		samples += len(s)
+	}
+	var tandemBytes, promBytes int
+	var cols [][]byte
+	var chunks []chunkenc.Chunk
+	for _, s := range series {
+		var e FloatHistogramEncoder
+		for i := 0; i < len(s); i += histBenchRows {
+			e.Reset()
+			for _, h := range s[i:min(i+histBenchRows, len(s))] {
+				e.Append(h)
+			}
+			cols = append(cols, bytes.Clone(e.Bytes()))
+			tandemBytes += len(e.Bytes())
+		}
+		n := len(chunks)
+		chunks = promFloatHistChunks(b, ts, s, &histogram.FloatHistogram{}, chunks)
+		for _, c := range chunks[n:] {
+			promBytes += len(c.Bytes())
+		}
+	}
+	report := func(b *testing.B, size int) {
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*samples), "ns/sample")
+		b.ReportMetric(float64(size)/float64(samples), "bytes/sample")
+	}
+	b.Run("tandem/encode", func(b *testing.B) {
+		var e FloatHistogramEncoder
+		b.ReportAllocs()
+		for b.Loop() {
+			for _, s := range series {
+				for i := 0; i < len(s); i += histBenchRows {
+					e.Reset()
+					for _, h := range s[i:min(i+histBenchRows, len(s))] {
+						e.Append(h)
+					}
+				}
+			}
+		}
+		report(b, tandemBytes)
+	})
+	b.Run("tandem/decode", func(b *testing.B) {
+		var d FloatHistogramDecoder
+		h := &histogram.FloatHistogram{}
+		b.ReportAllocs()
+		for b.Loop() {
+			for _, col := range cols {
+				d.Reset(col, histBenchRows)
+				for d.Next() {
+					h = d.At(h)
+					benchXORSink += h.Count
+				}
+				if d.Err() != nil {
+					b.Fatal(d.Err())
+				}
+			}
+		}
+		report(b, tandemBytes)
+	})
+	b.Run("prometheus/encode", func(b *testing.B) {
+		scratch := &histogram.FloatHistogram{}
+		var cs []chunkenc.Chunk
+		b.ReportAllocs()
+		for b.Loop() {
+			for _, s := range series {
+				cs = promFloatHistChunks(b, ts, s, scratch, cs[:0])
+			}
+		}
+		report(b, promBytes)
+	})
+	b.Run("prometheus/decode", func(b *testing.B) {
+		var it chunkenc.Iterator
+		h := &histogram.FloatHistogram{}
+		b.ReportAllocs()
+		for b.Loop() {
+			for _, c := range chunks {
+				it = c.Iterator(it)
+				for it.Next() == chunkenc.ValFloatHistogram {
+					_, h = it.AtFloatHistogram(h)
+					benchXORSink += h.Count
+				}
+				if it.Err() != nil {
+					b.Fatal(it.Err())
+				}
+			}
+		}
+		report(b, promBytes)
+	})
 }

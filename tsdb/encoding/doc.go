@@ -4,7 +4,9 @@
 // XORDecoder), both appendable and used by the head, and a decimal codec for
 // value columns whose values are exactly m/10^k for integers m
 // (AppendDecimal, AppendDecimalRice, DecimalDecoder), written whole when a
-// chunk is sealed or a block is written.
+// chunk is sealed or a block is written, and an appendable codec for columns
+// of integer native histograms (HistogramEncoder, HistogramDecoder) that share
+// the group's timestamp column.
 //
 // A column is a bit stream that is only ever appended to. Encoders expose the
 // bytes written so far via Bytes; a copy of those bytes taken when Count()
@@ -107,9 +109,105 @@
 // decoders do not depend on these choices. A k above 15, an order above 2, a
 // step below 2 when stepped or a width above 64 (63 Rice-coded) is malformed.
 //
+// # Histogram column
+//
+// A histogram column holds n *histogram.Histogram values, one per row; the
+// timestamps are the group's. Two codes are used besides those above:
+//
+//	gamma(v)     v >= 0 of bit length L (0..64): L one bits and a zero bit (no
+//	             zero when L == 64), then the L-1 bits of v below its top bit;
+//	             L == 0 means v == 0 and L == 1 means v == 1
+//	rice(z, k)   q = z >> k; when q < 24: q one bits, a zero bit and the k low
+//	             bits of z; otherwise 24 one bits and the 64-bit field z
+//
+// zigzag(x) is (x<<1) ^ (x>>63) on int64 and unzigzag its inverse. The decoder
+// keeps, from row to row: the layout (schema, zero threshold bits, positive
+// and negative spans, custom values), the counts c[0..m-1] of the last row
+// (m = P+N+1 slots: the P positive buckets in span order, the N negative
+// buckets, then the zero count; each an int64, bucket counts absolute), the
+// last Count, z_n of the last row, the hint, the parameter K and the sum's
+// XOR window. Initially everything is zero or empty and no window is set.
+// Arithmetic on counts wraps as int64/uint64 arithmetic.
+//
+//	row        header [layout] [hint] [K] countdelta residuals sum
+//	header     '0' (no flags) | '1' + 4-bit flags F, F != 0:
+//	           8 layout follows, 4 hint follows, 2 K follows, 1 absolute
+//	layout     schemazt spans(positive) spans(negative) custom
+//	schemazt   '0' (schema and zero threshold unchanged) |
+//	           '1' + gamma(zigzag(schema)) + 64-bit zero threshold bits
+//	spans      gamma(count) then per span gamma(zigzag(offset)) gamma(length)
+//	custom     '0' (custom values unchanged) | '1' + gamma(count) + count 64-bit fields
+//	hint       2-bit CounterResetHint
+//	K          5-bit field
+//	countdelta rice(z_n, clamp(bitlen(z_n of the last row) - 1, 0, 31));
+//	           delta = unzigzag(z_n), Count = base + delta
+//	residuals  one rice(z_j, k_j) per slot j = 0..m-1, where
+//	           k_j = clamp(bitlen(λ_j)/2 + K - 8, 0, 31) and
+//	           c_j = p_j + λ_j - unzigzag(z_j). Slots are read in order, and
+//	           a slot with k_j == 0 followed by one with k_(j+1) == 0 is read
+//	           as a pair: '0' (both z are 0) | '1' + rice(z_j, 0) +
+//	           rice(y, 0), where z_(j+1) = y+1 if z_j == 0, else y
+//	sum        row 0: 64-bit field; later rows: as a value column's vi
+//	           (with its own window) against the last row's sum bits
+//
+// Row 0 must carry a layout with schemazt '1'. A row is "absolute" when it is
+// row 0 or flag 1 is set; then base = 0 and every prediction p_j is 0.
+// Otherwise base is the last Count and the predictions are: without a layout,
+// the last row's counts; with a layout, for the zero count slot the last zero
+// count, and for the buckets the last row's buckets remapped: if the schema
+// is unchanged shift = 0; else if it decreased from old <= 8 to new >= -4,
+// shift = old - new; else every bucket prediction is 0. Bucket indices come
+// from spans as in Prometheus (the first offset is the first index, each later
+// one the gap after the previous span; int64 arithmetic). Walking the last
+// row's buckets (index i, count c) in order with r(i) = ((i-1) >> shift) + 1,
+// for each new bucket in order with index t: skip last-row buckets while
+// r(i) < t, then p = the sum of the counts of the following ones while
+// r(i) == t (positive and negative buckets separately). The predicted
+// increments λ_j: T = the uint64 sum of the p_j > 0; if int64(delta) <= 0 or
+// T == 0 every λ_j is 0; else λ_j = floor(delta * p_j / T) computed in 128
+// bits for p_j > 0 whose 128-bit product has its high 64 bits below T, and 0
+// for the others.
+//
+// The histogram's PositiveBuckets are c_0, c_1-c_0, ... over the positive
+// slots (NegativeBuckets likewise), ZeroCount is the zero count slot, and
+// spans, schema, zero threshold, hint and custom values are as stored (the
+// decoder hands out one shared copy of each distinct set of custom values).
+//
+// The encoder writes a layout exactly when the schema, the zero threshold's
+// bits, the spans or the custom values' bits differ from the last row's;
+// sets "absolute" when the residuals against zero are smaller than against
+// the predictions (a counter reset); and picks K among nearby values for the
+// fewest bits. Decoders do not depend on these choices. A flag field of 0, a
+// row 0 without layout or with schemazt '0', a schema or span offset outside
+// int32, a span length above uint32 or a bad sum window is malformed; more
+// spans than half the remaining bits, more buckets than remaining bits or
+// more custom values than a 64th of them is truncated.
+//
+// # Float histogram column
+//
+// A float histogram column (*histogram.FloatHistogram) uses the rows of a
+// histogram column with the same header (only flags 8 and 4 are allowed),
+// layout and hint, and then, instead of countdelta, residuals and sum:
+//
+//	count      xor(Count, window m)
+//	value{m}   xor(v_j, window j) for the m slots (positive buckets, negative
+//	           buckets, zero count), v_j's bits XOR p_j's bits
+//	sum        xor(Sum, window m+1)
+//
+// xor(·, window w) is a value column's vi ('0', '10' + field, or '11' +
+// 5-bit L + 6-bit S + field) of the XOR of the value's bits with its
+// prediction, using and updating window w; all m+2 windows are unset after
+// every layout. Count and sum are predicted by the last row's (0 in row 0).
+// p_j is the last row's value of the slot without a layout, and with one the
+// remapped sum of float counts (float64 addition in walk order) or the last
+// zero count as for integer histograms (0 in row 0); there is no absolute flag.
+//
 // # Errors
 //
-// Decoders never panic and never allocate except to build an error. If the
+// Decoders never panic and never allocate except to build an error (the
+// histogram decoder also grows its buffers to the largest layout it has seen,
+// keeping them across Reset, copies each distinct set of custom values once
+// and fills the histogram passed to At). If the
 // data ends before n values are decoded, Next returns false and Err wraps
 // ErrTruncated; an impossible encoding (a varint longer than 10 bytes or
 // overflowing 64 bits, or a bad value window as described above) wraps

@@ -3,8 +3,11 @@ package encoding
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"math"
 	"testing"
+
+	"github.com/prometheus/prometheus/model/histogram"
 )
 
 // capN limits a fuzzed value count to the number of bits in b: every encoded
@@ -97,6 +100,152 @@ func FuzzRoundTrip(f *testing.F) {
 		gotVS, err := decodeXOR(encodeXOR(vs), n)
 		if err != nil || !equalBits(gotVS, vs) {
 			t.Fatalf("values: got %v, %v; want %v", gotVS, err, vs)
+		}
+	})
+}
+
+func FuzzHistogramDecoder(f *testing.F) {
+	f.Add([]byte{}, 0)
+	f.Add([]byte{0x80}, 1)
+	f.Add(bytes.Repeat([]byte{0xff}, 40), 3)
+	for _, s := range histSeries(20) {
+		f.Add(encodeHistograms(s.hs), 20)
+	}
+	f.Add(encodeHistograms(randomHistograms(newRand(22), 20)), 20)
+	f.Add(encodeFloatHistograms(toFloats(histSeries(20)[2].hs, true)), 20)
+	f.Fuzz(func(t *testing.T, b []byte, n int) {
+		n = capN(n, b)
+		var d HistogramDecoder
+		d.Reset(b, n)
+		var h *histogram.Histogram
+		got := 0
+		for d.Next() {
+			h = d.At(h)
+			got++
+		}
+		if got > n || (got < n) != (d.Err() != nil) {
+			t.Fatalf("n=%d: decoded %d, err %v", n, got, d.Err())
+		}
+		if err := d.Err(); err != nil && !errors.Is(err, ErrTruncated) && !errors.Is(err, ErrMalformed) {
+			t.Fatalf("error %v wraps neither ErrTruncated nor ErrMalformed", err)
+		}
+		var fd FloatHistogramDecoder
+		fd.Reset(b, n)
+		var fh *histogram.FloatHistogram
+		got = 0
+		for fd.Next() {
+			fh = fd.At(fh)
+			got++
+		}
+		if got > n || (got < n) != (fd.Err() != nil) {
+			t.Fatalf("float n=%d: decoded %d, err %v", n, got, fd.Err())
+		}
+		if err := fd.Err(); err != nil && !errors.Is(err, ErrTruncated) && !errors.Is(err, ErrMalformed) {
+			t.Fatalf("float error %v wraps neither ErrTruncated nor ErrMalformed", err)
+		}
+	})
+}
+
+// histFromBytes derives histograms from fuzz input: each histogram takes a
+// control byte and then as many bytes as the fields it picks from it.
+func histFromBytes(in []byte) []*histogram.Histogram {
+	take := func(n int) uint64 {
+		var v uint64
+		for i := 0; i < n && len(in) > 0; i++ {
+			v = v<<8 | uint64(in[0])
+			in = in[1:]
+		}
+		return v
+	}
+	var hs []*histogram.Histogram
+	var prev *histogram.Histogram
+	for len(in) > 0 && len(hs) < 200 {
+		c := take(1)
+		var h *histogram.Histogram
+		if prev != nil && c&1 == 0 { // the previous layout with new counts
+			h = prev.Copy()
+			for j := range h.PositiveBuckets {
+				h.PositiveBuckets[j] += int64(int8(take(1)))
+			}
+			for j := range h.NegativeBuckets {
+				h.NegativeBuckets[j] += int64(int8(take(1)))
+			}
+			h.Count += take(1)
+			h.ZeroCount += take(1) >> 4
+		} else {
+			h = &histogram.Histogram{Schema: int32(int8(take(1))), ZeroThreshold: math.Float64frombits(take(8)), ZeroCount: take(2), Count: take(int(c>>6&3) * 2)}
+			if c&2 != 0 {
+				h.Schema = -53
+				for range take(1) & 3 {
+					h.CustomValues = append(h.CustomValues, math.Float64frombits(take(8)))
+				}
+			}
+			spans := func() ([]histogram.Span, []int64) {
+				var ss []histogram.Span
+				var bs []int64
+				for range take(1) & 3 {
+					s := histogram.Span{Offset: int32(take(2)) - 1<<15, Length: uint32(take(1) & 7)}
+					ss = append(ss, s)
+					for range s.Length {
+						bs = append(bs, int64(int16(take(2))))
+					}
+				}
+				return ss, bs
+			}
+			h.PositiveSpans, h.PositiveBuckets = spans()
+			h.NegativeSpans, h.NegativeBuckets = spans()
+		}
+		h.CounterResetHint = histogram.CounterResetHint(c >> 2 & 3)
+		if c&16 != 0 {
+			h.Sum = math.Float64frombits(take(8))
+		} else if prev != nil {
+			h.Sum = prev.Sum + float64(take(1))
+		}
+		hs = append(hs, h)
+		prev = h
+	}
+	return hs
+}
+
+func FuzzHistogramRoundTrip(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte{0x01, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5, 1, 0x80, 0, 3, 0, 7, 0, 1, 0, 2, 0})
+	f.Add(bytes.Repeat([]byte{0x13, 0xff, 0x80, 0x7f}, 30))
+	f.Add(bytes.Repeat([]byte{0x02, 0x01, 0x10}, 40))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		hs := histFromBytes(in)
+		b := encodeHistograms(hs)
+		var d HistogramDecoder
+		d.Reset(b, len(hs))
+		var h *histogram.Histogram
+		for i := 0; d.Next(); i++ {
+			h = d.At(h)
+			if !exactlyEqual(h, hs[i]) {
+				t.Fatalf("histogram %d:\n got %+v\nwant %+v", i, *h, *hs[i])
+			}
+		}
+		if d.Err() != nil {
+			t.Fatal(d.Err())
+		}
+		// The same histograms as floats, and with counts from the input's bits.
+		fhs := toFloats(hs, len(in)%2 == 1)
+		for i, fh := range fhs {
+			if i < len(in) && in[i]&0x80 != 0 && len(fh.PositiveBuckets) > 0 {
+				fh.PositiveBuckets[0] = math.Float64frombits(uint64(in[i]) * 0x0101010101010101)
+			}
+		}
+		fb := encodeFloatHistograms(fhs)
+		var fd FloatHistogramDecoder
+		fd.Reset(fb, len(fhs))
+		var fh *histogram.FloatHistogram
+		for i := 0; fd.Next(); i++ {
+			fh = fd.At(fh)
+			if !floatExactlyEqual(fh, fhs[i]) {
+				t.Fatalf("float histogram %d:\n got %+v\nwant %+v", i, *fh, *fhs[i])
+			}
+		}
+		if fd.Err() != nil {
+			t.Fatal(fd.Err())
 		}
 	})
 }
