@@ -517,8 +517,7 @@ type HistogramDecoder struct {
 	sum       uint64
 	hint      histogram.CounterResetHint
 	k         uint
-	leading   uint8
-	trailing  uint8
+	sumWin    xorWindow // the sum's XOR window
 	err       error
 }
 
@@ -531,7 +530,7 @@ func (d *HistogramDecoder) Reset(b []byte, n int) {
 	d.custom = d.custom[:0] // customOut stays: it is reused if the same custom values come again
 	d.np, d.abs = 0, d.abs[:0]
 	d.count, d.zn, d.sum, d.hint, d.k = 0, 0, 0, 0, 0
-	d.leading, d.trailing = noWindow, 0
+	d.sumWin = xorWindow{leading: noWindow}
 	d.err = nil
 }
 
@@ -669,37 +668,11 @@ func (d *HistogramDecoder) readSum() error {
 		d.sum = v
 		return nil
 	}
-	bit, ok := d.r.readBit()
-	if !ok {
-		return ErrTruncated
+	x, err := d.r.readXORValue(&d.sumWin)
+	if err != nil {
+		return fmt.Errorf("sum: %w", err)
 	}
-	if bit == 0 {
-		return nil
-	}
-	if bit, ok = d.r.readBit(); !ok {
-		return ErrTruncated
-	}
-	if bit == 1 {
-		hdr, ok := d.r.readBits(11)
-		if !ok {
-			return ErrTruncated
-		}
-		lead, sig := uint(hdr>>6), uint(hdr&63)
-		if sig == 0 {
-			sig = 64
-		}
-		if lead+sig > 64 {
-			return fmt.Errorf("sum window of %d leading and %d significant bits: %w", lead, sig, ErrMalformed)
-		}
-		d.leading, d.trailing = uint8(lead), uint8(64-lead-sig)
-	} else if d.leading == noWindow {
-		return fmt.Errorf("sum window reused before one was set: %w", ErrMalformed)
-	}
-	x, ok := d.r.readBits(64 - uint(d.leading) - uint(d.trailing))
-	if !ok {
-		return ErrTruncated
-	}
-	d.sum ^= x << d.trailing
+	d.sum ^= x
 	return nil
 }
 
@@ -860,50 +833,3 @@ func appendDeltas(dst []int64, abs []int64) []int64 {
 
 // Err returns the error that stopped decoding, if any.
 func (d *HistogramDecoder) Err() error { return d.err }
-
-// appendXORValue appends x, the XOR of a float's bits with its prediction, as
-// a value column's vi: '0' when x == 0, else with the window kept in e.
-func (e *XOREncoder) appendXORValue(b []byte, free uint, x uint64) ([]byte, uint) {
-	if x == 0 {
-		return appendBit(b, free, 0)
-	}
-	return e.appendXOR(b, free, x)
-}
-
-// xorWindow is a value column decoder's window state.
-type xorWindow struct{ leading, trailing uint8 }
-
-// readXORValue reads a value written by appendXORValue and returns x.
-func (r *bitReader) readXORValue(w *xorWindow) (uint64, error) {
-	bit, ok := r.readBit()
-	if !ok {
-		return 0, ErrTruncated
-	}
-	if bit == 0 {
-		return 0, nil
-	}
-	if bit, ok = r.readBit(); !ok {
-		return 0, ErrTruncated
-	}
-	if bit == 1 {
-		hdr, ok := r.readBits(11)
-		if !ok {
-			return 0, ErrTruncated
-		}
-		lead, sig := uint(hdr>>6), uint(hdr&63)
-		if sig == 0 {
-			sig = 64
-		}
-		if lead+sig > 64 {
-			return 0, fmt.Errorf("window of %d leading and %d significant bits: %w", lead, sig, ErrMalformed)
-		}
-		w.leading, w.trailing = uint8(lead), uint8(64-lead-sig)
-	} else if w.leading == noWindow {
-		return 0, fmt.Errorf("window reused before one was set: %w", ErrMalformed)
-	}
-	x, ok := r.readBits(64 - uint(w.leading) - uint(w.trailing))
-	if !ok {
-		return 0, ErrTruncated
-	}
-	return x << w.trailing, nil
-}

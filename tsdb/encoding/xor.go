@@ -94,20 +94,19 @@ func (e *XOREncoder) Reset() {
 
 // XORDecoder decodes values produced by XOREncoder; the zero value is an empty decoder.
 type XORDecoder struct {
-	r        bitReader
-	n        int // values to decode
-	i        int // values decoded so far
-	v        uint64
-	leading  uint8
-	trailing uint8
-	err      error
+	r   bitReader
+	n   int // values to decode
+	i   int // values decoded so far
+	v   uint64
+	w   xorWindow
+	err error
 }
 
 // Reset prepares the decoder to read n values from b (a copy of XOREncoder.Bytes taken when Count was at least n).
 func (d *XORDecoder) Reset(b []byte, n int) {
 	d.r.reset(b)
 	d.n, d.i = max(n, 0), 0
-	d.v, d.leading, d.trailing = 0, noWindow, 0
+	d.v, d.w = 0, xorWindow{leading: noWindow}
 	d.err = nil
 }
 
@@ -141,33 +140,9 @@ func (d *XORDecoder) read() error {
 	if bit == 0 {
 		return nil // same value as before
 	}
-	if bit, ok = d.r.readBit(); !ok {
-		return ErrTruncated
-	}
-	if bit == 1 {
-		hdr, ok := d.r.readBits(11)
-		if !ok {
-			return ErrTruncated
-		}
-		lead := uint(hdr >> 6)
-		sig := uint(hdr & 63)
-		if sig == 0 {
-			sig = 64
-		}
-		if lead+sig > 64 {
-			return fmt.Errorf("window of %d leading and %d significant bits: %w", lead, sig, ErrMalformed)
-		}
-		d.leading, d.trailing = uint8(lead), uint8(64-lead-sig)
-	} else if d.leading == noWindow {
-		return fmt.Errorf("window reused before one was set: %w", ErrMalformed)
-	}
-	sig := 64 - uint(d.leading) - uint(d.trailing)
-	x, ok := d.r.readBits(sig)
-	if !ok {
-		return ErrTruncated
-	}
-	d.v ^= x << d.trailing
-	return nil
+	x, err := d.r.readXORChange(&d.w)
+	d.v ^= x
+	return err
 }
 
 // At returns the current value.
@@ -175,3 +150,57 @@ func (d *XORDecoder) At() float64 { return math.Float64frombits(d.v) }
 
 // Err returns the error that stopped decoding, if any.
 func (d *XORDecoder) Err() error { return d.err }
+
+// appendXORValue appends x, the XOR of a float's bits with its prediction, as
+// a value column's vi: '0' when x == 0, else with the window kept in e.
+func (e *XOREncoder) appendXORValue(b []byte, free uint, x uint64) ([]byte, uint) {
+	if x == 0 {
+		return appendBit(b, free, 0)
+	}
+	return e.appendXOR(b, free, x)
+}
+
+// xorWindow is a value column decoder's window state.
+type xorWindow struct{ leading, trailing uint8 }
+
+// readXORValue reads a value written by appendXORValue and returns x.
+func (r *bitReader) readXORValue(w *xorWindow) (uint64, error) {
+	bit, ok := r.readBit()
+	if !ok {
+		return 0, ErrTruncated
+	}
+	if bit == 0 {
+		return 0, nil
+	}
+	return r.readXORChange(w)
+}
+
+// readXORChange reads the rest of a non-zero x after its '1' bit: '0' and
+// the bits of the window w, or '1', a new window and its bits.
+func (r *bitReader) readXORChange(w *xorWindow) (uint64, error) {
+	bit, ok := r.readBit()
+	if !ok {
+		return 0, ErrTruncated
+	}
+	if bit == 1 {
+		hdr, ok := r.readBits(11)
+		if !ok {
+			return 0, ErrTruncated
+		}
+		lead, sig := uint(hdr>>6), uint(hdr&63)
+		if sig == 0 {
+			sig = 64
+		}
+		if lead+sig > 64 {
+			return 0, fmt.Errorf("window of %d leading and %d significant bits: %w", lead, sig, ErrMalformed)
+		}
+		w.leading, w.trailing = uint8(lead), uint8(64-lead-sig)
+	} else if w.leading == noWindow {
+		return 0, fmt.Errorf("window reused before one was set: %w", ErrMalformed)
+	}
+	x, ok := r.readBits(64 - uint(w.leading) - uint(w.trailing))
+	if !ok {
+		return 0, ErrTruncated
+	}
+	return x << w.trailing, nil
+}
