@@ -8,14 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"runtime"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/tandem-tsdb/tandem/tsdb/block"
 	"github.com/tandem-tsdb/tandem/tsdb/head"
+	"github.com/tandem-tsdb/tandem/tsdb/internal/tsdbtest"
 )
 
 // dbWithBlocks writes 4 h of one series into a fresh DB in a directory that
@@ -51,37 +50,6 @@ func dbWithBlocks(t *testing.T) (string, []block.Meta, model) {
 	return dir, bs, want
 }
 
-// asNobody runs f on an OS thread of its own whose effective user and group
-// are nobody's (65534) when the test runs as root, so that file permissions
-// apply (root ignores them); the thread ends with f. Other goroutines keep
-// their credentials: Linux credentials are per thread, and the raw system
-// calls change only the calling one (syscall.Setresuid would change all).
-func asNobody(t *testing.T, f func()) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		f()
-		return
-	}
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread exits with this goroutine
-		keep := ^uintptr(0)    // -1: leave that id unchanged
-		if _, _, e := syscall.RawSyscall(syscall.SYS_SETRESGID, keep, 65534, keep); e != 0 {
-			errc <- fmt.Errorf("setresgid: %w", e)
-			return
-		}
-		if _, _, e := syscall.RawSyscall(syscall.SYS_SETRESUID, keep, 65534, keep); e != 0 {
-			errc <- fmt.Errorf("setresuid: %w", e)
-			return
-		}
-		defer func() { errc <- nil }()
-		f()
-	}()
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
-}
-
 // chownAll gives dir and everything in it to nobody (as root), so that
 // nobody may create <dir>/quarantine and move blocks into it.
 func chownAll(t *testing.T, dir string) {
@@ -113,7 +81,7 @@ func TestOpenBlocksPermissionDenied(t *testing.T) {
 		t.Fatal(err)
 	}
 	var openErr error
-	asNobody(t, func() {
+	tsdbtest.AsNobody(t, func() {
 		opts := DBOptions{Head: head.DefaultOptions()}
 		opts.Head.BlockRange = time.Hour
 		opts.Head.Now = func() int64 { return 1 << 50 }
@@ -154,12 +122,14 @@ func TestOpenBlocksDamage(t *testing.T) {
 		damage     func(t *testing.T, blockDir string)
 		quarantine bool
 	}{
-		{"garbage index", func(t *testing.T, d string) { writeFile(t, filepath.Join(d, block.IndexFilename), "garbage") }, true},
-		{"index flipped byte", func(t *testing.T, d string) { flipByte(t, filepath.Join(d, block.IndexFilename), 20) }, true},
-		{"empty chunks", func(t *testing.T, d string) { writeFile(t, filepath.Join(d, block.ChunksFilename), "") }, true},
-		{"missing chunks", func(t *testing.T, d string) { removeFile(t, filepath.Join(d, block.ChunksFilename)) }, true},
-		{"missing meta.json", func(t *testing.T, d string) { removeFile(t, filepath.Join(d, block.MetaFilename)) }, true},
-		{"torn meta.json", func(t *testing.T, d string) { writeFile(t, filepath.Join(d, block.MetaFilename), `{"ulid": "01`) }, true},
+		{"garbage index", func(t *testing.T, d string) { tsdbtest.WriteFile(t, filepath.Join(d, block.IndexFilename), "garbage") }, true},
+		{"index flipped byte", func(t *testing.T, d string) { tsdbtest.FlipByte(t, filepath.Join(d, block.IndexFilename), 20) }, true},
+		{"empty chunks", func(t *testing.T, d string) { tsdbtest.WriteFile(t, filepath.Join(d, block.ChunksFilename), "") }, true},
+		{"missing chunks", func(t *testing.T, d string) { tsdbtest.RemoveFile(t, filepath.Join(d, block.ChunksFilename)) }, true},
+		{"missing meta.json", func(t *testing.T, d string) { tsdbtest.RemoveFile(t, filepath.Join(d, block.MetaFilename)) }, true},
+		{"torn meta.json", func(t *testing.T, d string) {
+			tsdbtest.WriteFile(t, filepath.Join(d, block.MetaFilename), `{"ulid": "01`)
+		}, true},
 		{"newer version", func(t *testing.T, d string) {
 			p := filepath.Join(d, block.MetaFilename)
 			b, err := os.ReadFile(p)
@@ -170,7 +140,7 @@ func TestOpenBlocksDamage(t *testing.T) {
 			if s == string(b) {
 				t.Fatalf("no version field in %s", b)
 			}
-			writeFile(t, p, s)
+			tsdbtest.WriteFile(t, p, s)
 		}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -206,30 +176,6 @@ func TestOpenBlocksDamage(t *testing.T) {
 	}
 }
 
-func writeFile(t *testing.T, p, s string) {
-	t.Helper()
-	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func removeFile(t *testing.T, p string) {
-	t.Helper()
-	if err := os.Remove(p); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func flipByte(t *testing.T, p string, off int) {
-	t.Helper()
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b[off] ^= 0x40
-	writeFile(t, p, string(b))
-}
-
 // TestOpenBlocksInterruptedDeletion: a block deletion cut off by a crash
 // (the directory renamed for deletion, some files gone) is finished at
 // start-up, not quarantined; the other blocks stay.
@@ -239,7 +185,7 @@ func TestOpenBlocksInterruptedDeletion(t *testing.T) {
 	if err := os.Rename(victim, victim+".tmp-for-deletion"); err != nil {
 		t.Fatal(err)
 	}
-	removeFile(t, filepath.Join(victim+".tmp-for-deletion", block.MetaFilename))
+	tsdbtest.RemoveFile(t, filepath.Join(victim+".tmp-for-deletion", block.MetaFilename))
 	db := openDB(t, dir, func(o *DBOptions) { o.Head.BlockRange = time.Hour })
 	defer db.Close()
 	if _, err := os.Stat(victim + ".tmp-for-deletion"); !os.IsNotExist(err) {

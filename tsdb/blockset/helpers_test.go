@@ -1,12 +1,9 @@
 package blockset
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
-	"syscall"
 	"testing"
 	"time"
 
@@ -139,30 +136,6 @@ func noDebris(t *testing.T, dir string) {
 	}
 }
 
-func writeFile(t *testing.T, p, s string) {
-	t.Helper()
-	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func removeFile(t *testing.T, p string) {
-	t.Helper()
-	if err := os.Remove(p); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func flipByte(t *testing.T, p string, off int) {
-	t.Helper()
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b[off] ^= 0x40
-	writeFile(t, p, string(b))
-}
-
 // traversableDir returns a new temporary directory that user nobody may
 // read (t.TempDir's parents are private), removed when the test ends.
 func traversableDir(t *testing.T) string {
@@ -176,35 +149,4 @@ func traversableDir(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return dir
-}
-
-// asNobody runs f on an OS thread of its own whose effective user and group
-// are nobody's (65534) when the test runs as root, so that file permissions
-// apply (root ignores them); the thread ends with f. Other goroutines keep
-// their credentials: Linux credentials are per thread, and the raw system
-// calls change only the calling one (syscall.Setresuid would change all).
-func asNobody(t *testing.T, f func()) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		f()
-		return
-	}
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread exits with this goroutine
-		keep := ^uintptr(0)    // -1: leave that id unchanged
-		if _, _, e := syscall.RawSyscall(syscall.SYS_SETRESGID, keep, 65534, keep); e != 0 {
-			errc <- fmt.Errorf("setresgid: %w", e)
-			return
-		}
-		if _, _, e := syscall.RawSyscall(syscall.SYS_SETRESUID, keep, 65534, keep); e != 0 {
-			errc <- fmt.Errorf("setresuid: %w", e)
-			return
-		}
-		defer func() { errc <- nil }()
-		f()
-	}()
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/tandem-tsdb/tandem/tsdb/block"
+	"github.com/tandem-tsdb/tandem/tsdb/internal/tsdbtest"
 )
 
 // TestOpen: blocks are listed by MinTime whatever the order of their
@@ -36,7 +37,7 @@ func TestOpen(t *testing.T) {
 	if err := os.MkdirAll(deleting, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, filepath.Join(deleting, block.IndexFilename), "half deleted")
+	tsdbtest.WriteFile(t, filepath.Join(deleting, block.IndexFilename), "half deleted")
 	creating := filepath.Join(dir, "01BX5ZZKBKACTAV9WEVGEMMVS0.tmp-for-creation")
 	if err := os.MkdirAll(creating, 0o755); err != nil {
 		t.Fatal(err)
@@ -104,12 +105,14 @@ func TestOpenDamage(t *testing.T) {
 		damage     func(t *testing.T, blockDir string)
 		quarantine bool
 	}{
-		{"garbage index", func(t *testing.T, d string) { writeFile(t, filepath.Join(d, block.IndexFilename), "garbage") }, true},
-		{"index flipped byte", func(t *testing.T, d string) { flipByte(t, filepath.Join(d, block.IndexFilename), 20) }, true},
-		{"empty chunks", func(t *testing.T, d string) { writeFile(t, filepath.Join(d, block.ChunksFilename), "") }, true},
-		{"missing chunks", func(t *testing.T, d string) { removeFile(t, filepath.Join(d, block.ChunksFilename)) }, true},
-		{"missing meta.json", func(t *testing.T, d string) { removeFile(t, filepath.Join(d, block.MetaFilename)) }, true},
-		{"torn meta.json", func(t *testing.T, d string) { writeFile(t, filepath.Join(d, block.MetaFilename), `{"ulid": "01`) }, true},
+		{"garbage index", func(t *testing.T, d string) { tsdbtest.WriteFile(t, filepath.Join(d, block.IndexFilename), "garbage") }, true},
+		{"index flipped byte", func(t *testing.T, d string) { tsdbtest.FlipByte(t, filepath.Join(d, block.IndexFilename), 20) }, true},
+		{"empty chunks", func(t *testing.T, d string) { tsdbtest.WriteFile(t, filepath.Join(d, block.ChunksFilename), "") }, true},
+		{"missing chunks", func(t *testing.T, d string) { tsdbtest.RemoveFile(t, filepath.Join(d, block.ChunksFilename)) }, true},
+		{"missing meta.json", func(t *testing.T, d string) { tsdbtest.RemoveFile(t, filepath.Join(d, block.MetaFilename)) }, true},
+		{"torn meta.json", func(t *testing.T, d string) {
+			tsdbtest.WriteFile(t, filepath.Join(d, block.MetaFilename), `{"ulid": "01`)
+		}, true},
 		{"newer version", func(t *testing.T, d string) {
 			p := filepath.Join(d, block.MetaFilename)
 			b, err := os.ReadFile(p)
@@ -120,7 +123,7 @@ func TestOpenDamage(t *testing.T) {
 			if s == string(b) {
 				t.Fatalf("no version field in %s", b)
 			}
-			writeFile(t, p, s)
+			tsdbtest.WriteFile(t, p, s)
 		}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -170,7 +173,7 @@ func TestOpenPermissionDenied(t *testing.T) {
 		t.Fatal(err)
 	}
 	var openErr error
-	asNobody(t, func() {
+	tsdbtest.AsNobody(t, func() {
 		s, err := Open(dir, Options{})
 		if err == nil {
 			s.Close()
@@ -225,7 +228,7 @@ func TestRemoveBlockDir(t *testing.T) {
 	if err := os.MkdirAll(p, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, filepath.Join(p, block.MetaFilename), "{}")
+	tsdbtest.WriteFile(t, filepath.Join(p, block.MetaFilename), "{}")
 	if err := removeBlockDir(dir, p); err != nil {
 		t.Fatal(err)
 	}

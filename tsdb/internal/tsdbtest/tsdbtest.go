@@ -5,9 +5,12 @@ package tsdbtest
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
+	"syscall"
 	"testing"
 
 	"github.com/prometheus/prometheus/model/labels"
@@ -115,4 +118,62 @@ func CopyTree(t testing.TB, from, to string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// AsNobody runs f on an OS thread of its own whose effective user and group
+// are nobody's (65534) when the test runs as root, so that file permissions
+// apply (root ignores them); the thread ends with f. Other goroutines keep
+// their credentials: Linux credentials are per thread, and the raw system
+// calls change only the calling one (syscall.Setresuid would change all).
+func AsNobody(t testing.TB, f func()) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		f()
+		return
+	}
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread exits with this goroutine
+		keep := ^uintptr(0)    // -1: leave that id unchanged
+		if _, _, e := syscall.RawSyscall(syscall.SYS_SETRESGID, keep, 65534, keep); e != 0 {
+			errc <- fmt.Errorf("setresgid: %w", e)
+			return
+		}
+		if _, _, e := syscall.RawSyscall(syscall.SYS_SETRESUID, keep, 65534, keep); e != 0 {
+			errc <- fmt.Errorf("setresuid: %w", e)
+			return
+		}
+		defer func() { errc <- nil }()
+		f()
+	}()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// WriteFile writes s to p, failing t on error.
+func WriteFile(t testing.TB, p, s string) {
+	t.Helper()
+	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// RemoveFile removes p, failing t on error.
+func RemoveFile(t testing.TB, p string) {
+	t.Helper()
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// FlipByte flips a bit of the byte at off in file p (a damaged byte).
+func FlipByte(t testing.TB, p string, off int) {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[off] ^= 0x40
+	WriteFile(t, p, string(b))
 }
