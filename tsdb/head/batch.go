@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 )
 
@@ -13,6 +14,15 @@ import (
 type Sample struct {
 	T int64
 	V float64
+}
+
+// HistogramSample is one native histogram sample of a series: exactly one
+// of H (integer counts) and FH (float counts) is set. The head keeps the
+// pointers it is given (the caller must not change them afterwards).
+type HistogramSample struct {
+	T  int64
+	H  *histogram.Histogram
+	FH *histogram.FloatHistogram
 }
 
 // SeriesRef names a series the head holds, as Head.ResolveHash found it.
@@ -30,6 +40,10 @@ type BatchSeries struct {
 	Ref SeriesRef
 	// Exemplars of the series, in timestamp order.
 	Exemplars []Exemplar
+	// Histograms holds the series' native histogram samples in timestamp
+	// order, validated (histogram.Validate) and with schemas in -4…8 or
+	// custom buckets; a series may carry both Samples and Histograms.
+	Histograms []HistogramSample
 }
 
 // Metadata describes a metric family (type, help and unit).

@@ -7,6 +7,7 @@ import (
 	"math"
 	"unsafe"
 
+	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 )
 
@@ -51,6 +52,15 @@ type RefSample struct {
 	V   float64
 }
 
+// RefHistogram is one native histogram sample of the series identified by
+// Ref: exactly one of H (integer counts) and FH (float counts) is set.
+type RefHistogram struct {
+	Ref uint64
+	T   int64
+	H   *histogram.Histogram
+	FH  *histogram.FloatHistogram
+}
+
 // Metadata describes a metric family (type, help and unit).
 type Metadata struct {
 	Metric, Type, Help, Unit string
@@ -70,6 +80,8 @@ type Commit struct {
 	Samples   []RefSample
 	Metadata  []Metadata
 	Exemplars []RefExemplar
+	// Histograms are native histogram samples; not encoded yet.
+	Histograms []RefHistogram
 
 	builder     labels.ScratchBuilder
 	builderInit bool
