@@ -7,7 +7,16 @@
 // unchanged.
 package fastread
 
-import "github.com/prometheus/prometheus/tsdb/chunkenc"
+import (
+	"errors"
+
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+)
+
+// ErrHistogram is returned (wrapped) by AppendFloats and AppendIter when the
+// series holds a native histogram sample in the range asked for: the caller
+// reads it through the series' iterator instead.
+var ErrHistogram = errors.New("series holds native histogram samples")
 
 // HintLastSample, as storage.SelectHints.Func, says that the caller reads
 // only the newest sample at or before End of each series (an instant
@@ -32,6 +41,12 @@ type FloatAppender interface {
 // fast path does not apply.
 func AppendIter(it chunkenc.Iterator, ts []int64, vs []float64, mint, maxt int64) ([]int64, []float64, error) {
 	for vt := it.Seek(mint); vt != chunkenc.ValNone; vt = it.Next() {
+		if vt != chunkenc.ValFloat {
+			if it.AtT() > maxt {
+				break
+			}
+			return ts, vs, ErrHistogram
+		}
 		t, v := it.At()
 		if t > maxt {
 			break
