@@ -18,7 +18,8 @@ type Sample struct {
 
 // HistogramSample is one native histogram sample of a series: exactly one
 // of H (integer counts) and FH (float counts) is set. The head keeps the
-// pointers it is given (the caller must not change them afterwards).
+// pointers it is given: the caller hands them over (remote write decodes
+// them fresh for each request) and must not change them afterwards.
 type HistogramSample struct {
 	T  int64
 	H  *histogram.Histogram
@@ -101,8 +102,9 @@ func ReasonLabel(err error) string {
 
 // AppendResult reports what happened to a batch that the head accepted for processing.
 type AppendResult struct {
-	SamplesWritten   int
-	ExemplarsWritten int
+	SamplesWritten    int
+	HistogramsWritten int // native histogram samples written (not in SamplesWritten)
+	ExemplarsWritten  int
 	// Rejected counts refused samples by reason (keyed by one of Reasons).
 	Rejected map[error]int
 	// Examples holds one readable message per reason, naming a series.
