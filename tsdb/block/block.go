@@ -9,6 +9,7 @@ import (
 	"errors"
 	"hash/crc32"
 
+	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 )
 
@@ -58,6 +59,10 @@ type Column struct {
 	Member int       // index into Group.Members
 	Rows   []int32   // indices into Table.Timestamps where the member has a value, strictly ascending
 	Values []float64 // len(Values) == len(Rows); every bit pattern round-trips
+	// Histograms or FloatHistograms hold a native histogram column's samples
+	// instead of Values: a column holds one kind.
+	Histograms      []*histogram.Histogram
+	FloatHistograms []*histogram.FloatHistogram
 }
 
 // Table is a set of columns sharing one timestamp column.
