@@ -71,12 +71,29 @@ func (a *appender) AppendExemplar(ref storage.SeriesRef, l labels.Labels, e exem
 	return ref, nil
 }
 
-func (a *appender) AppendHistogram(storage.SeriesRef, labels.Labels, int64, *histogram.Histogram, *histogram.FloatHistogram) (storage.SeriesRef, error) {
-	return 0, head.ErrHistogram
+// AppendHistogram adds a native histogram sample (a copy of h or fh) to the
+// series l in the batch.
+func (a *appender) AppendHistogram(_ storage.SeriesRef, l labels.Labels, t int64, h *histogram.Histogram, fh *histogram.FloatHistogram) (storage.SeriesRef, error) {
+	i, err := a.entry(l)
+	if err != nil {
+		return 0, err
+	}
+	hs := head.HistogramSample{T: t}
+	switch {
+	case h != nil:
+		hs.H = h.Copy()
+	case fh != nil:
+		hs.FH = fh.Copy()
+	default:
+		return 0, fmt.Errorf("series %s: %w: no histogram given", l, head.ErrInvalidHistogram)
+	}
+	a.batch.Series[i].Histograms = append(a.batch.Series[i].Histograms, hs)
+	return storage.SeriesRef(l.Hash()), nil
 }
 
-func (a *appender) AppendHistogramSTZeroSample(storage.SeriesRef, labels.Labels, int64, int64, *histogram.Histogram, *histogram.FloatHistogram) (storage.SeriesRef, error) {
-	return 0, head.ErrHistogram
+// AppendHistogramSTZeroSample does nothing: start timestamps are not stored yet.
+func (a *appender) AppendHistogramSTZeroSample(ref storage.SeriesRef, _ labels.Labels, _, _ int64, _ *histogram.Histogram, _ *histogram.FloatHistogram) (storage.SeriesRef, error) {
+	return ref, nil
 }
 
 func (a *appender) UpdateMetadata(ref storage.SeriesRef, l labels.Labels, m metadata.Metadata) (storage.SeriesRef, error) {
@@ -111,10 +128,13 @@ func (a *appender) Rollback() error {
 type appenderV2 struct{ appender }
 
 func (a *appenderV2) Append(_ storage.SeriesRef, ls labels.Labels, _, t int64, v float64, h *histogram.Histogram, fh *histogram.FloatHistogram, opts storage.AppendV2Options) (storage.SeriesRef, error) {
+	var ref storage.SeriesRef
+	var err error
 	if h != nil || fh != nil {
-		return 0, fmt.Errorf("series %s: %w", ls, head.ErrHistogram)
+		ref, err = a.AppendHistogram(0, ls, t, h, fh)
+	} else {
+		ref, err = a.add(ls, t, v)
 	}
-	ref, err := a.add(ls, t, v)
 	if err != nil {
 		return 0, err
 	}

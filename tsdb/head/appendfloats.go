@@ -17,7 +17,7 @@ func (s *headSeries) AppendFloats(ts []int64, vs []float64, mint, maxt int64) ([
 	}
 	d := s.d
 	mint, maxt = max(mint, d.mint), min(maxt, d.maxt)
-	if len(d.own) > 0 || len(d.late) > 0 {
+	if len(d.own) > 0 || len(d.late) > 0 || len(d.lateH) > 0 {
 		// Several streams to merge: the iterator does that.
 		return fastread.AppendIter(newSeriesIterator(d), ts, vs, mint, maxt)
 	}
@@ -48,6 +48,9 @@ func (p *part) appendFloats(dec *valDecoder, ts []int64, vs []float64, mint, max
 	col := c.col(p.col)
 	if col == nil {
 		return ts, vs, nil
+	}
+	if col.kind.isHistogram() {
+		return ts, vs, fastread.ErrHistogram
 	}
 	tss := p.tss
 	if tss == nil {

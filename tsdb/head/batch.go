@@ -75,11 +75,11 @@ var (
 	ErrTooOldSample     = errors.New("sample is too old: its time range is already persisted in a block")
 	ErrTooFarInFuture   = errors.New("sample timestamp too far in the future")
 	ErrInvalidLabels    = errors.New("invalid labels")
-	ErrHistogram        = errors.New("native histograms are not supported yet")
+	ErrInvalidHistogram = errors.New("invalid native histogram")
 )
 
 // Reasons lists every rejection reason, in the order used by AppendResult.Rejected.
-var Reasons = []error{ErrOutOfOrderSample, ErrDuplicateSample, ErrTooOldSample, ErrTooFarInFuture, ErrInvalidLabels, ErrHistogram}
+var Reasons = []error{ErrOutOfOrderSample, ErrDuplicateSample, ErrTooOldSample, ErrTooFarInFuture, ErrInvalidLabels, ErrInvalidHistogram}
 
 // ReasonLabel returns the short label value used for a rejection reason in metrics.
 func ReasonLabel(err error) string {
@@ -94,8 +94,8 @@ func ReasonLabel(err error) string {
 		return "too_far_in_future"
 	case errors.Is(err, ErrInvalidLabels):
 		return "invalid_labels"
-	case errors.Is(err, ErrHistogram):
-		return "histogram"
+	case errors.Is(err, ErrInvalidHistogram):
+		return "invalid_histogram"
 	}
 	return "other"
 }

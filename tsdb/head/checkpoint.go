@@ -122,7 +122,7 @@ func (h *Head) writeCheckpoint(cw *wal.WAL, mint int64) error {
 		buf []byte
 	)
 	flush := func() error {
-		if len(c.Series) == 0 && len(c.Samples) == 0 && len(c.Metadata) == 0 && len(c.Exemplars) == 0 {
+		if len(c.Series) == 0 && len(c.Samples) == 0 && len(c.Metadata) == 0 && len(c.Exemplars) == 0 && len(c.Histograms) == 0 {
 			return nil
 		}
 		buf = c.Encode(buf[:0])
@@ -154,9 +154,19 @@ func (h *Head) writeCheckpoint(cw *wal.WAL, mint int64) error {
 		for i := range members {
 			its[i] = newSeriesIterator(data[i])
 		}
-		werr = mergeRows(its, func(i int, t int64, v float64) error {
-			c.Samples = append(c.Samples, record.RefSample{Ref: members[i].ref, T: t, V: v})
-			if len(c.Samples) >= checkpointBatch {
+		werr = mergeRows(its, func(i int, vt chunkenc.ValueType) error {
+			switch vt {
+			case chunkenc.ValHistogram:
+				t, h := its[i].AtHistogram(nil)
+				c.Histograms = append(c.Histograms, record.RefHistogram{Ref: members[i].ref, T: t, H: h})
+			case chunkenc.ValFloatHistogram:
+				t, fh := its[i].AtFloatHistogram(nil)
+				c.Histograms = append(c.Histograms, record.RefHistogram{Ref: members[i].ref, T: t, FH: fh})
+			default:
+				t, v := its[i].At()
+				c.Samples = append(c.Samples, record.RefSample{Ref: members[i].ref, T: t, V: v})
+			}
+			if len(c.Samples)+len(c.Histograms) >= checkpointBatch {
 				return flush()
 			}
 			return nil
@@ -190,16 +200,18 @@ func (h *Head) writeCheckpoint(cw *wal.WAL, mint int64) error {
 
 const maxTime = int64(^uint64(0) >> 1)
 
-// mergeRows calls emit for every sample of its, in time order and, at equal
+// mergeRows calls emit for every sample of its (with its value type; emit
+// reads the sample from its[i]), in time order and, at equal
 // times, in member order: row by row. A group's aligned members share their
 // timestamps, so each row is found by one scan of the members still going
 // and yields most of them; if rows turn out to yield few samples (members
 // on their own schedules), the rest is merged with a heap instead.
-func mergeRows[I rowIterator](its []I, emit func(i int, t int64, v float64) error) error {
+func mergeRows[I rowIterator](its []I, emit func(i int, vt chunkenc.ValueType) error) error {
 	cur := make([]int64, len(its))
+	vts := make([]chunkenc.ValueType, len(its))
 	active := make([]int, 0, len(its))
 	for i, it := range its {
-		if it.Next() == chunkenc.ValFloat {
+		if vts[i] = it.Next(); vts[i] != chunkenc.ValNone {
 			cur[i] = it.AtT()
 			active = append(active, i)
 		}
@@ -207,7 +219,7 @@ func mergeRows[I rowIterator](its []I, emit func(i int, t int64, v float64) erro
 	rows, emitted := 0, 0
 	for len(active) > 0 {
 		if rows >= 64 && emitted < 4*rows && len(active) > 64 {
-			return mergeHeap(its, active, cur, emit)
+			return mergeHeap(its, active, cur, vts, emit)
 		}
 		tmin := cur[active[0]]
 		for _, i := range active[1:] {
@@ -216,12 +228,11 @@ func mergeRows[I rowIterator](its []I, emit func(i int, t int64, v float64) erro
 		k := 0
 		for _, i := range active {
 			if cur[i] == tmin {
-				t, v := its[i].At()
-				if err := emit(i, t, v); err != nil {
+				if err := emit(i, vts[i]); err != nil {
 					return err
 				}
 				emitted++
-				if its[i].Next() != chunkenc.ValFloat {
+				if vts[i] = its[i].Next(); vts[i] == chunkenc.ValNone {
 					continue
 				}
 				cur[i] = its[i].AtT()
@@ -237,7 +248,7 @@ func mergeRows[I rowIterator](its []I, emit func(i int, t int64, v float64) erro
 
 // mergeHeap is mergeRows with a heap over the members in active, whose
 // next sample times are in cur.
-func mergeHeap[I rowIterator](its []I, active []int, cur []int64, emit func(i int, t int64, v float64) error) error {
+func mergeHeap[I rowIterator](its []I, active []int, cur []int64, vts []chunkenc.ValueType, emit func(i int, vt chunkenc.ValueType) error) error {
 	h := make(memberHeap, 0, len(active))
 	for _, i := range active {
 		h = append(h, memberAt{t: cur[i], i: i})
@@ -245,11 +256,10 @@ func mergeHeap[I rowIterator](its []I, active []int, cur []int64, emit func(i in
 	heap.Init(&h)
 	for len(h) > 0 {
 		m := h[0]
-		t, v := its[m.i].At()
-		if err := emit(m.i, t, v); err != nil {
+		if err := emit(m.i, vts[m.i]); err != nil {
 			return err
 		}
-		if its[m.i].Next() == chunkenc.ValFloat {
+		if vts[m.i] = its[m.i].Next(); vts[m.i] != chunkenc.ValNone {
 			h[0].t = its[m.i].AtT()
 			heap.Fix(&h, 0)
 		} else {
@@ -259,11 +269,10 @@ func mergeHeap[I rowIterator](its []I, active []int, cur []int64, emit func(i in
 	return nil
 }
 
-// rowIterator is what mergeRows reads: a member's float samples in time order.
+// rowIterator is what mergeRows reads: a member's samples in time order.
 type rowIterator interface {
 	Next() chunkenc.ValueType
 	AtT() int64
-	At() (int64, float64)
 }
 
 // memberAt is a group member's next sample time in mergeHeap.

@@ -56,7 +56,8 @@ func TestMergeRows(t *testing.T) {
 			}
 			slices.SortFunc(want, func(a, b smp) int { return cmp.Or(cmp.Compare(a.t, b.t), cmp.Compare(a.i, b.i)) })
 			var got []smp
-			if err := mergeRows(its, func(i int, ts int64, v float64) error {
+			if err := mergeRows(its, func(i int, _ chunkenc.ValueType) error {
+				ts, v := its[i].At()
 				if v != float64(ts) {
 					t.Fatalf("member %d: value %v at %d", i, v, ts)
 				}

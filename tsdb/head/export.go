@@ -2,7 +2,9 @@ package head
 
 import (
 	"fmt"
+	"math"
 	"math/bits"
+	"slices"
 
 	"github.com/tandem-tsdb/tandem/tsdb/block"
 	"github.com/tandem-tsdb/tandem/tsdb/encoding"
@@ -38,9 +40,15 @@ func (tb *table) capture(mint, maxt int64) tableData {
 	return d
 }
 
-// decode turns captured data into a block table; member maps a column to the member index.
-func (d tableData) decode(member func(col int) int) (block.Table, error) {
+// decode turns captured data into block tables; member maps a column to the
+// member index. A column holds one kind of sample in a block table, so a
+// chunk whose column kind differs from the one already decoded for that
+// column (a series that changed type, in a one-column table) starts another
+// table; the shared table holds floats only and decodes into one.
+func (d tableData) decode(member func(col int) int) ([]block.Table, error) {
+	var out []block.Table
 	var t block.Table
+	var kinds []colKind // per column of t: the kind decoded so far (+1; 0 = none)
 	cols := map[int]*block.Column{}
 	col := func(c int) *block.Column {
 		bc := cols[c]
@@ -50,16 +58,47 @@ func (d tableData) decode(member func(col int) int) (block.Table, error) {
 		}
 		return bc
 	}
+	finish := func() {
+		for c := 0; len(cols) > 0; c++ {
+			if bc, ok := cols[c]; ok {
+				t.Columns = append(t.Columns, *bc)
+				delete(cols, c)
+			}
+		}
+		if len(t.Timestamps) > 0 {
+			out = append(out, t)
+		}
+		t, kinds = block.Table{}, kinds[:0]
+	}
 	var ts encoding.TSDecoder
 	var vd valDecoder
 	for _, ch := range d.chunks {
+		for c := range ch.cols {
+			cd := &ch.cols[c]
+			if cd.n == 0 {
+				continue
+			}
+			k := blockKind(cd.kind)
+			if c < len(kinds) && kinds[c] != 0 && kinds[c] != k+1 {
+				finish()
+				break
+			}
+		}
+		for c := range ch.cols {
+			if ch.cols[c].n > 0 {
+				for len(kinds) <= c {
+					kinds = append(kinds, 0)
+				}
+				kinds[c] = blockKind(ch.cols[c].kind) + 1
+			}
+		}
 		base := int32(len(t.Timestamps))
 		ts.Reset(ch.ts, ch.rows)
 		for ts.Next() {
 			t.Timestamps = append(t.Timestamps, ts.At())
 		}
 		if err := ts.Err(); err != nil {
-			return t, fmt.Errorf("decode timestamps: %w", err)
+			return out, fmt.Errorf("decode timestamps: %w", err)
 		}
 		for c := range ch.cols {
 			cd := &ch.cols[c]
@@ -72,17 +111,24 @@ func (d tableData) decode(member func(col int) int) (block.Table, error) {
 			r := int(cd.first)
 			for i := 0; i < int(cd.n); i++ {
 				if r = nextPresent(bm, r); r < 0 {
-					return t, errCorruptPresence
+					return out, errCorruptPresence
 				}
 				if !vd.next() {
 					err := vd.error()
 					if err == nil {
 						err = errCorruptPresence
 					}
-					return t, fmt.Errorf("decode values: %w", err)
+					return out, fmt.Errorf("decode values: %w", err)
 				}
 				bc.Rows = append(bc.Rows, base+int32(r))
-				bc.Values = append(bc.Values, vd.at())
+				switch cd.kind {
+				case colHistogram:
+					bc.Histograms = append(bc.Histograms, vd.h.At(nil))
+				case colFloatHistogram:
+					bc.FloatHistograms = append(bc.FloatHistograms, vd.fh.At(nil))
+				default:
+					bc.Values = append(bc.Values, vd.at())
+				}
 				r++
 			}
 		}
@@ -100,13 +146,17 @@ func (d tableData) decode(member func(col int) int) (block.Table, error) {
 			}
 		}
 	}
-	for c := 0; len(cols) > 0; c++ {
-		if bc, ok := cols[c]; ok {
-			t.Columns = append(t.Columns, *bc)
-			delete(cols, c)
-		}
+	finish()
+	return out, nil
+}
+
+// blockKind is the kind of block column a head column of kind k becomes:
+// the float encodings are one.
+func blockKind(k colKind) colKind {
+	if k.isHistogram() {
+		return k
 	}
-	return t, nil
+	return colXOR
 }
 
 // export calls fn with every group's data in [mint, maxt), decoded for a
@@ -116,7 +166,7 @@ func (h *Head) export(mint, maxt int64, seal bool, exported *[]lateSeries, fn fu
 	type ownData struct {
 		member int
 		d      tableData
-		late   []Sample
+		late   lateSeries
 	}
 	var err error
 	h.forEachGroup(func(g *group) {
@@ -143,15 +193,11 @@ func (h *Head) export(mint, maxt int64, seal bool, exported *[]lateSeries, fn fu
 				if s.own() != nil {
 					od.d = s.own().capture(mint, maxt)
 				}
-				for _, l := range s.late() {
-					if l.T >= mint && l.T < maxt {
-						od.late = append(od.late, l)
-					}
+				od.late = s.lateBetween(mint, maxt)
+				if !od.late.empty() && exported != nil {
+					*exported = append(*exported, od.late)
 				}
-				if len(od.late) > 0 && exported != nil {
-					*exported = append(*exported, lateSeries{s: s, samples: od.late})
-				}
-				if len(od.d.chunks) > 0 || len(od.d.open) > 0 || len(od.late) > 0 {
+				if len(od.d.chunks) > 0 || len(od.d.open) > 0 || !od.late.empty() {
 					owns = append(owns, od)
 				}
 			}
@@ -164,25 +210,18 @@ func (h *Head) export(mint, maxt int64, seal bool, exported *[]lateSeries, fn fu
 			err = fmt.Errorf("export group %s: %w", g.key, e)
 			return
 		}
-		bg.Tables = append(bg.Tables, t0)
+		if len(t0) == 0 {
+			t0 = []block.Table{{}}
+		}
+		bg.Tables = append(bg.Tables, t0...)
 		for _, od := range owns {
-			t, e := od.d.decode(func(int) int { return od.member })
+			ts, e := od.d.decode(func(int) int { return od.member })
 			if e != nil {
 				err = fmt.Errorf("export group %s: %w", g.key, e)
 				return
 			}
-			if len(t.Timestamps) > 0 {
-				bg.Tables = append(bg.Tables, t)
-			}
-			if len(od.late) > 0 {
-				lt := block.Table{Columns: []block.Column{{Member: od.member}}}
-				for i, l := range od.late {
-					lt.Timestamps = append(lt.Timestamps, l.T)
-					lt.Columns[0].Rows = append(lt.Columns[0].Rows, int32(i))
-					lt.Columns[0].Values = append(lt.Columns[0].Values, l.V)
-				}
-				bg.Tables = append(bg.Tables, lt)
-			}
+			bg.Tables = append(bg.Tables, ts...)
+			bg.Tables = appendLateTables(bg.Tables, od.member, od.late, math.MinInt64, math.MaxInt64)
 		}
 		// Only members with data in the range go into the block.
 		used := map[int]bool{}
@@ -212,10 +251,29 @@ func (h *Head) export(mint, maxt int64, seal bool, exported *[]lateSeries, fn fu
 	return err
 }
 
-// lateSample is one captured late sample of a series.
+// lateSeries is the captured late samples of a series: floats and histograms.
 type lateSeries struct {
 	s       *memSeries
 	samples []Sample
+	hists   []HistogramSample
+}
+
+func (l lateSeries) empty() bool { return len(l.samples) == 0 && len(l.hists) == 0 }
+
+// lateBetween copies s's late samples in [mint, maxt); called with g.mu held.
+func (s *memSeries) lateBetween(mint, maxt int64) lateSeries {
+	l := lateSeries{s: s}
+	for _, smp := range s.late() {
+		if smp.T >= mint && smp.T < maxt {
+			l.samples = append(l.samples, smp)
+		}
+	}
+	for _, hs := range s.lateHist() {
+		if hs.T >= mint && hs.T < maxt {
+			l.hists = append(l.hists, hs)
+		}
+	}
+	return l
 }
 
 // captureLate copies every late sample older than before, per series.
@@ -228,15 +286,8 @@ func (h *Head) captureLate(before int64) []lateSeries {
 			if s == nil {
 				continue
 			}
-			var ls []Sample
-			for _, l := range s.late() {
-				if l.T >= before {
-					break
-				}
-				ls = append(ls, l)
-			}
-			if len(ls) > 0 {
-				out = append(out, lateSeries{s: s, samples: ls})
+			if l := s.lateBetween(math.MinInt64, before); !l.empty() {
+				out = append(out, l)
 			}
 		}
 	})
@@ -254,24 +305,66 @@ func (h *Head) dropLate(ls []lateSeries) {
 			for _, smp := range l.samples {
 				drop[smp.T] = true
 			}
-			if x := l.s.x; x != nil {
-				keep := x.late[:0]
-				for _, smp := range x.late {
-					if !drop[smp.T] {
-						keep = append(keep, smp)
-					}
-				}
-				clear(x.late[len(keep):])
-				x.late = keep
-				if len(keep) == 0 {
-					x.late = nil
-				}
-				if x.unused() {
-					l.s.x = nil
-				}
+			for _, hs := range l.hists {
+				drop[hs.T] = true
+			}
+			x := l.s.x
+			if x == nil {
+				return
+			}
+			x.sortedLate()
+			x.late = slices.DeleteFunc(x.late, func(smp Sample) bool { return drop[smp.T] })
+			x.lateH = slices.DeleteFunc(x.lateH, func(hs HistogramSample) bool { return drop[hs.T] })
+			if len(x.late) == 0 {
+				x.late = nil
+			}
+			if len(x.lateH) == 0 {
+				x.lateH = nil
+			}
+			if x.unused() {
+				l.s.x = nil
 			}
 		}()
 	}
+}
+
+// appendLateTables appends to tables a member's late samples in [mint,
+// maxt): a one-column table of floats and one of each histogram kind.
+func appendLateTables(tables []block.Table, member int, l lateSeries, mint, maxt int64) []block.Table {
+	var ft, ht, fht block.Table
+	add := func(t *block.Table, ts int64) *block.Column {
+		if len(t.Columns) == 0 {
+			t.Columns = []block.Column{{Member: member}}
+		}
+		c := &t.Columns[0]
+		c.Rows = append(c.Rows, int32(len(t.Timestamps)))
+		t.Timestamps = append(t.Timestamps, ts)
+		return c
+	}
+	for _, smp := range l.samples {
+		if smp.T >= mint && smp.T < maxt {
+			c := add(&ft, smp.T)
+			c.Values = append(c.Values, smp.V)
+		}
+	}
+	for _, hs := range l.hists {
+		if hs.T < mint || hs.T >= maxt {
+			continue
+		}
+		if hs.FH != nil {
+			c := add(&fht, hs.T)
+			c.FloatHistograms = append(c.FloatHistograms, hs.FH)
+		} else {
+			c := add(&ht, hs.T)
+			c.Histograms = append(c.Histograms, hs.H)
+		}
+	}
+	for _, t := range [...]block.Table{ft, ht, fht} {
+		if len(t.Timestamps) > 0 {
+			tables = append(tables, t)
+		}
+	}
+	return tables
 }
 
 // lateGroups turns captured late samples in [mint, maxt) into block groups:
@@ -280,29 +373,20 @@ func lateGroups(ls []lateSeries, mint, maxt int64) []*block.Group {
 	byGroup := map[*group]*block.Group{}
 	var order []*group
 	for _, l := range ls {
-		var t block.Table
-		col := block.Column{}
-		for _, smp := range l.samples {
-			if smp.T < mint || smp.T >= maxt {
-				continue
-			}
-			col.Rows = append(col.Rows, int32(len(t.Timestamps)))
-			col.Values = append(col.Values, smp.V)
-			t.Timestamps = append(t.Timestamps, smp.T)
-		}
-		if len(t.Timestamps) == 0 {
-			continue
-		}
 		bg := byGroup[l.s.g]
 		if bg == nil {
 			bg = &block.Group{Key: l.s.g.key, Tables: []block.Table{{}}}
+		}
+		n := len(bg.Tables)
+		bg.Tables = appendLateTables(bg.Tables, len(bg.Members), l, mint, maxt)
+		if len(bg.Tables) == n {
+			continue
+		}
+		if byGroup[l.s.g] == nil {
 			byGroup[l.s.g] = bg
 			order = append(order, l.s.g)
 		}
-		col.Member = len(bg.Members)
 		bg.Members = append(bg.Members, l.s.lset)
-		t.Columns = []block.Column{col}
-		bg.Tables = append(bg.Tables, t)
 	}
 	out := make([]*block.Group, len(order))
 	for i, g := range order {

@@ -131,6 +131,9 @@ func (l *LateExport) Ranges(rng int64) []int64 {
 		for _, smp := range ls.samples {
 			starts = append(starts, rangeStart(smp.T, rng))
 		}
+		for _, hs := range ls.hists {
+			starts = append(starts, rangeStart(hs.T, rng))
+		}
 	}
 	for _, en := range l.exs {
 		starts = append(starts, rangeStart(en.e.T, rng))

@@ -36,7 +36,7 @@ func (g *group) idleEmpty(idleBefore int64) bool {
 // table or late list (its shared-table samples are checked separately).
 // Called with the group's lock held.
 func (s *memSeries) nothingInHead() bool {
-	return (s.own() == nil || s.own().empty()) && len(s.late()) == 0
+	return (s.own() == nil || s.own().empty()) && len(s.late()) == 0 && len(s.lateHist()) == 0
 }
 
 // GC removes the groups that hold nothing in the head any more and were not

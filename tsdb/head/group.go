@@ -8,8 +8,10 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
 
 	"github.com/tandem-tsdb/tandem/tsdb/encoding"
 )
@@ -58,11 +60,27 @@ type seriesExtra struct {
 	matchRun  int16 // consecutive unaligned samples that matched an open group row
 	solo      int16 // consecutive solo rows (group.onSeal)
 	unaligned bool  // new samples go to own
+	// hist: the member received native histograms, so it stays unaligned
+	// (histogram.go); lastH or lastFH is its newest sample when that is a
+	// histogram; lateH holds its histograms accepted out of order, sorted.
+	hist   bool
+	lastH  *histogram.Histogram
+	lastFH *histogram.FloatHistogram
+	lateH  []HistogramSample
 }
 
 // unused reports whether x holds nothing, so the series may drop it.
 func (x *seriesExtra) unused() bool {
-	return x.own == nil && len(x.late) == 0 && len(x.lateRuns) == 0 && x.matchRun == 0 && x.solo == 0 && x.soloOpen == 0 && !x.unaligned
+	return x.own == nil && len(x.late) == 0 && len(x.lateRuns) == 0 && x.matchRun == 0 && x.solo == 0 && x.soloOpen == 0 && !x.unaligned &&
+		!x.hist && len(x.lateH) == 0 && x.lastH == nil && x.lastFH == nil
+}
+
+// lateHist returns the member's late histograms, sorted; called with g.mu held.
+func (s *memSeries) lateHist() []HistogramSample {
+	if s.x == nil {
+		return nil
+	}
+	return s.x.lateH
 }
 
 // unaligned reports whether s's new samples go to its own table; called
@@ -189,14 +207,12 @@ const realignAfter = 3
 func (g *group) append(s *memSeries, t int64, v float64, o appendOpts, stats *headCounters) error {
 	window, cut := o.window, o.cut
 	if t <= s.lastT {
-		if t == s.lastT {
-			if math.Float64bits(v) == math.Float64bits(s.lastV) {
-				return errDupSame
-			}
-			return ErrDuplicateSample
+		old, ok := s.lastValue(), t == s.lastT
+		if !ok {
+			old, ok = g.lookup(s, t)
 		}
-		if old, ok := g.lookup(s, t); ok {
-			if math.Float64bits(old) == math.Float64bits(v) {
+		if ok {
+			if old.same(sampleValue{v: v}) {
 				return errDupSame
 			}
 			return ErrDuplicateSample
@@ -237,7 +253,7 @@ func (g *group) append(s *memSeries, t int64, v float64, o appendOpts, stats *he
 		} else {
 			x.matchRun = 0
 		}
-		if x.matchRun >= realignAfter {
+		if x.matchRun >= realignAfter && !x.hist {
 			x.unaligned, x.matchRun, x.solo = false, 0, 0
 			g.nUnaligned--
 			stats.unaligned.Add(-1)
@@ -255,6 +271,9 @@ func (g *group) append(s *memSeries, t int64, v float64, o appendOpts, stats *he
 		s.minT = t
 	}
 	s.lastT, s.lastV = t, v
+	if x := s.x; x != nil {
+		x.lastH, x.lastFH = nil, nil
+	}
 	if x := s.x; x != nil && x.unaligned {
 		r, _ := x.own.rowFor(t)
 		x.own.set(r, 0, v)
@@ -456,11 +475,9 @@ func (g *group) inferStaleness(r *row, stats *headCounters) {
 }
 
 // lookup finds member s's value at t; called with g.mu held.
-func (g *group) lookup(s *memSeries, t int64) (float64, bool) {
-	if s.x != nil {
-		if v, found := s.x.findLate(t); found {
-			return v, true
-		}
+func (g *group) lookup(s *memSeries, t int64) (sampleValue, bool) {
+	if v, found := s.findLateAny(t); found {
+		return v, true
 	}
 	// Newer than a table's sealed rows, t can only be in its open rows: no
 	// chunk to decode (the common case of a sample a few scrapes late).
@@ -477,11 +494,11 @@ func (g *group) lookup(s *memSeries, t int64) (float64, bool) {
 			continue
 		}
 		if r := tc.tb.openRow(t); r != nil && r.has(tc.col) {
-			return r.vals[tc.col], true
+			return sampleValue{v: r.vals[tc.col]}, true
 		}
 	}
 	if !inChunks || t < s.minT || s.removed() {
-		return 0, false
+		return sampleValue{}, false
 	}
 	// The tables' chunks at t only: the late samples were searched above.
 	d := &seriesData{mint: t, maxt: t}
@@ -490,11 +507,10 @@ func (g *group) lookup(s *memSeries, t int64) (float64, bool) {
 		d.own = d.add(d.own, own, 0)
 	}
 	it := newSeriesIterator(d)
-	if it.Next() != 0 && it.AtT() == t {
-		_, v := it.At()
-		return v, true
+	if vt := it.Next(); vt != chunkenc.ValNone && it.AtT() == t {
+		return it.value(vt), true
 	}
-	return 0, false
+	return sampleValue{}, false
 }
 
 // snapshot captures member s's data overlapping [mint, maxt]; called with g.mu
@@ -515,6 +531,9 @@ func (g *group) snapshotShared(s *memSeries, mint, maxt int64, sc *snapCache) *s
 	if n := len(s.late()); n > 0 && s.late()[n-1].T > newest {
 		newest = s.late()[n-1].T // late samples newer than its in-order ones
 	}
+	if n := len(s.lateHist()); n > 0 && s.lateHist()[n-1].T > newest {
+		newest = s.lateHist()[n-1].T
+	}
 	if newest < mint || s.minT > maxt {
 		return d
 	}
@@ -524,6 +543,9 @@ func (g *group) snapshotShared(s *memSeries, mint, maxt int64, sc *snapCache) *s
 	}
 	if in := lateIn(s.late(), mint, maxt); len(in) > 0 {
 		d.late = slices.Clone(in)
+	}
+	if in := lateHistIn(s.lateHist(), mint, maxt); len(in) > 0 {
+		d.lateH = slices.Clone(in)
 	}
 	return d
 }
@@ -600,6 +622,7 @@ type seriesData struct {
 	parts      []part
 	own        []part
 	late       []Sample // accepted out of order, sorted (copied)
+	lateH      []HistogramSample
 }
 
 // part is either a chunk column or a run of uncompressed samples.
@@ -608,6 +631,7 @@ type part struct {
 	col     int
 	tss     []int64 // the chunk's timestamps decoded, when shared; else nil
 	samples []Sample
+	hists   []HistogramSample // a run of histograms (late ones) instead of samples
 }
 
 // snapCache holds what the snapshots of one query share within a group: the
@@ -699,4 +723,6 @@ func (d *seriesData) add(parts []part, tb *table, c int) []part {
 	return parts
 }
 
-func (d *seriesData) empty() bool { return len(d.parts) == 0 && len(d.own) == 0 && len(d.late) == 0 }
+func (d *seriesData) empty() bool {
+	return len(d.parts) == 0 && len(d.own) == 0 && len(d.late) == 0 && len(d.lateH) == 0
+}

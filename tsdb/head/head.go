@@ -593,7 +593,7 @@ func (h *Head) AppendBatch(_ context.Context, b *Batch) (AppendResult, error) {
 		bs := &b.Series[i]
 		var s *memSeries
 		switch {
-		case len(bs.Samples) == 0 && len(bs.Exemplars) == 0:
+		case len(bs.Samples) == 0 && len(bs.Exemplars) == 0 && len(bs.Histograms) == 0:
 		case bs.Ref.ID != 0:
 			// GC sets removed under gcMu, which this append holds shared.
 			if s = bs.Ref.s; s == nil {
@@ -629,7 +629,7 @@ func (h *Head) AppendBatch(_ context.Context, b *Batch) (AppendResult, error) {
 				}
 			}
 			if err != nil {
-				res.Reject(ErrInvalidLabels, len(bs.Samples), err.Error())
+				res.Reject(ErrInvalidLabels, len(bs.Samples)+len(bs.Histograms), err.Error())
 			} else {
 				cs.order = append(cs.order, i)
 			}
@@ -688,16 +688,17 @@ func (h *Head) AppendBatch(_ context.Context, b *Batch) (AppendResult, error) {
 		}
 	}
 	res.SamplesWritten += len(cs.commit.Samples)
+	res.HistogramsWritten += len(cs.commit.Histograms)
 	// The samples are in memory whether or not the record below is written:
 	// flushes must see them (a retry logs them).
 	h.updateBounds(lo, hi)
-	if len(cs.commit.Samples) == 0 && len(cs.commit.Metadata) == 0 && len(cs.commit.Exemplars) == 0 {
+	if len(cs.commit.Samples) == 0 && len(cs.commit.Metadata) == 0 && len(cs.commit.Exemplars) == 0 && len(cs.commit.Histograms) == 0 {
 		h.metrics.observeRejections(&res)
 		return res, nil
 	}
 	cs.buf = cs.commit.Encode(cs.buf[:0])
 	if err := h.logRecord(cs.buf); err != nil {
-		res.SamplesWritten, res.ExemplarsWritten = 0, 0
+		res.SamplesWritten, res.HistogramsWritten, res.ExemplarsWritten = 0, 0, 0
 		return res, err
 	}
 	for _, rs := range cs.commit.Series {
@@ -743,9 +744,10 @@ func (h *Head) appendGroup(g *group, b *Batch, cs *commitState, k int, now int64
 				// already written by it (accepted, not stored again).
 				n := len(b.Series[i].Samples)
 				res.SamplesWritten += n
+				res.HistogramsWritten += len(b.Series[i].Histograms)
 				res.ExemplarsWritten += len(b.Series[i].Exemplars)
 				b.Series[i].Exemplars = nil // nor are its exemplars
-				h.counters.haDeduped.Add(int64(n))
+				h.counters.haDeduped.Add(int64(n + len(b.Series[i].Histograms)))
 				continue
 			}
 			haCutoff = cutoff
@@ -788,12 +790,64 @@ func (h *Head) appendGroup(g *group, b *Batch, cs *commitState, k int, now int64
 			}
 			cs.commit.Samples = append(cs.commit.Samples, record.RefSample{Ref: s.ref, T: smp.T, V: smp.V})
 			*lo, *hi = min(*lo, smp.T), max(*hi, smp.T)
-			if !s.logged() && (len(cs.commit.Series) == 0 || cs.commit.Series[len(cs.commit.Series)-1].Ref != s.ref) {
-				cs.commit.Series = append(cs.commit.Series, record.RefSeries{Ref: s.ref, Labels: s.lset})
+			cs.logSeries(s)
+		}
+		for _, hs := range b.Series[i].Histograms {
+			if h.appendHistogram(g, s, hs, haCutoff, minValid, lim, ao, cs, res) {
+				*lo, *hi = min(*lo, hs.T), max(*hi, hs.T)
 			}
 		}
 	}
 	return k
+}
+
+// logSeries adds s's series record to the commit unless it is logged or
+// the commit's newest one.
+func (cs *commitState) logSeries(s *memSeries) {
+	if !s.logged() && (len(cs.commit.Series) == 0 || cs.commit.Series[len(cs.commit.Series)-1].Ref != s.ref) {
+		cs.commit.Series = append(cs.commit.Series, record.RefSeries{Ref: s.ref, Labels: s.lset})
+	}
+}
+
+// appendHistogram places one histogram sample of s as appendGroup does a
+// float one and reports whether it goes into the commit; called with g.mu held.
+func (h *Head) appendHistogram(g *group, s *memSeries, hs HistogramSample, haCutoff, minValid int64, lim timeLimits, ao appendOpts, cs *commitState, res *AppendResult) bool {
+	switch {
+	case hs.T > lim.ceiling:
+		res.Reject(ErrTooFarInFuture, 1, fmt.Sprintf("series %s at %d (more than --storage.max-future-skew ahead of the clock)", s.lset, hs.T))
+		return false
+	case hs.T < lim.floor:
+		res.Reject(ErrTooOldSample, 1, fmt.Sprintf("series %s at %d (older than --storage.max-sample-age behind the clock)", s.lset, hs.T))
+		return false
+	case hs.T <= haCutoff:
+		res.HistogramsWritten++
+		h.counters.haDeduped.Add(1)
+		return false
+	case hs.T < minValid && hs.T < lim.lateMin:
+		res.Reject(ErrTooOldSample, 1, fmt.Sprintf("series %s at %d (its range is in a block, and it is older than --storage.late-max-age)", s.lset, hs.T))
+		return false
+	}
+	if err := validHistogram(hs); err != nil {
+		res.Reject(ErrInvalidHistogram, 1, fmt.Sprintf("series %s at %d: %v", s.lset, hs.T, err))
+		return false
+	}
+	var err error
+	if hs.T < minValid {
+		err = g.appendLateHistogram(s, hs, &h.counters)
+	} else {
+		err = g.appendHistogram(s, hs, ao, &h.counters)
+	}
+	switch err {
+	case nil:
+		cs.fresh++
+	case errDupSame: // logged again, as resent floats are
+	default:
+		res.Reject(err, 1, fmt.Sprintf("series %s at %d", s.lset, hs.T))
+		return false
+	}
+	cs.commit.Histograms = append(cs.commit.Histograms, record.RefHistogram{Ref: s.ref, T: hs.T, H: hs.H, FH: hs.FH})
+	cs.logSeries(s)
+	return true
 }
 
 func groupLess(a, b *group) bool { return a.id < b.id }
@@ -938,6 +992,36 @@ func (h *Head) replay() (int, error) {
 				continue
 			}
 			lo, hi = min(lo, smp.T), max(hi, smp.T)
+		}
+		for _, rh := range c.Histograms {
+			s := h.seriesByRef(rh.Ref)
+			if s == nil {
+				unknown++
+				continue
+			}
+			if rh.T < minPlaceable || rh.T > maxPlaceable {
+				dropped++
+				continue
+			}
+			hs := HistogramSample{T: rh.T, H: rh.H, FH: rh.FH}
+			s.g.mu.Lock()
+			var err error
+			if rh.T < minValid {
+				old++
+				err = s.g.appendLateHistogram(s, hs, &h.counters)
+			} else {
+				err = s.g.appendHistogram(s, hs, ao, &h.counters)
+			}
+			if errors.Is(err, ErrOutOfOrderSample) {
+				s.addLateHist(hs)
+				err = nil
+			}
+			s.g.mu.Unlock()
+			if err != nil && err != errDupSame {
+				dropped++
+				continue
+			}
+			lo, hi = min(lo, rh.T), max(hi, rh.T)
 		}
 		h.updateBounds(lo, hi)
 		for _, m := range c.Metadata {

@@ -20,6 +20,11 @@ type partIterator struct {
 	p     int // current part
 	t     int64
 	v     float64
+	vt    chunkenc.ValueType        // of the current sample
+	h     *histogram.Histogram      // the current histogram (vt ValHistogram): hbuf or a late one
+	fh    *histogram.FloatHistogram // the current float histogram (vt ValFloatHistogram)
+	hbuf  *histogram.Histogram      // decoded into, reused
+	fhbuf *histogram.FloatHistogram
 	err   error
 	done  bool
 
@@ -38,8 +43,20 @@ type partIterator struct {
 	si int
 }
 
+// firstT returns the time of a sample part's first sample (MaxInt64 if none).
+func (p *part) firstT() int64 {
+	switch {
+	case len(p.hists) > 0:
+		return p.hists[0].T
+	case len(p.samples) > 0:
+		return p.samples[0].T
+	}
+	return math.MaxInt64
+}
+
 func (it *partIterator) reset(d *seriesData, parts []part) {
-	*it = partIterator{d: d, parts: parts, p: -1}
+	hbuf, fhbuf := it.hbuf, it.fhbuf
+	*it = partIterator{d: d, parts: parts, p: -1, hbuf: hbuf, fhbuf: fhbuf}
 }
 
 // openPart moves to part p; false when there are no more.
@@ -98,8 +115,10 @@ type valDecoder struct {
 	kind colKind
 	xor  encoding.XORDecoder
 	dec  encoding.DecimalDecoder
-	cv   float64 // colConst: the value
-	left int     // colConst: values left
+	h    *encoding.HistogramDecoder      // colHistogram, made on first use
+	fh   *encoding.FloatHistogramDecoder // colFloatHistogram, made on first use
+	cv   float64                         // colConst: the value
+	left int                             // colConst: values left
 	err  error
 }
 
@@ -116,6 +135,16 @@ func (d *valDecoder) reset(c *chunk, cd *colData) {
 		d.cv = math.Float64frombits(binary.LittleEndian.Uint64(b))
 	case colDecimal:
 		d.dec.Reset(b, int(cd.n))
+	case colHistogram:
+		if d.h == nil {
+			d.h = new(encoding.HistogramDecoder)
+		}
+		d.h.Reset(b, int(cd.n))
+	case colFloatHistogram:
+		if d.fh == nil {
+			d.fh = new(encoding.FloatHistogramDecoder)
+		}
+		d.fh.Reset(b, int(cd.n))
 	default:
 		d.xor.Reset(b, int(cd.n))
 	}
@@ -131,6 +160,10 @@ func (d *valDecoder) next() bool {
 		return true
 	case colDecimal:
 		return d.dec.Next()
+	case colHistogram:
+		return d.h.Next()
+	case colFloatHistogram:
+		return d.fh.Next()
 	default:
 		return d.xor.Next()
 	}
@@ -142,6 +175,8 @@ func (d *valDecoder) at() float64 {
 		return d.cv
 	case colDecimal:
 		return d.dec.At()
+	case colHistogram, colFloatHistogram:
+		return math.NaN() // read with atHistogram / atFloatHistogram
 	default:
 		return d.xor.At()
 	}
@@ -155,8 +190,28 @@ func (d *valDecoder) error() error {
 		return d.dec.Err()
 	case d.kind == colXOR:
 		return d.xor.Err()
+	case d.kind == colHistogram:
+		return d.h.Err()
+	case d.kind == colFloatHistogram:
+		return d.fh.Err()
 	}
 	return nil
+}
+
+// atInto sets it's current value from d: a float, or a histogram decoded
+// into it's buffers.
+func (it *partIterator) atInto(d *valDecoder) {
+	switch d.kind {
+	case colHistogram:
+		it.hbuf = d.h.At(it.hbuf)
+		it.vt, it.h, it.fh = chunkenc.ValHistogram, it.hbuf, nil
+	case colFloatHistogram:
+		it.fhbuf = d.fh.At(it.fhbuf)
+		it.vt, it.h, it.fh = chunkenc.ValFloatHistogram, nil, it.fhbuf
+	default:
+		it.vt, it.h, it.fh = chunkenc.ValFloat, nil, nil
+		it.v = d.at()
+	}
 }
 
 // step advances one sample regardless of range; false at the end.
@@ -208,18 +263,30 @@ func (it *partIterator) step() bool {
 			if it.tss == nil {
 				it.t = it.ts.At()
 			}
-			it.v = it.vals.at()
+			it.atInto(&it.vals)
 			it.next = r + 1
 			it.left--
 			return true
 		}
 		pt := &it.parts[it.p]
 		it.si++
+		if pt.hists != nil {
+			if it.si >= len(pt.hists) {
+				it.openPart(it.p + 1)
+				continue
+			}
+			hs := &pt.hists[it.si]
+			it.t, it.h, it.fh, it.vt = hs.T, hs.H, hs.FH, chunkenc.ValHistogram
+			if hs.FH != nil {
+				it.vt = chunkenc.ValFloatHistogram
+			}
+			return true
+		}
 		if it.si >= len(pt.samples) {
 			it.openPart(it.p + 1)
 			continue
 		}
-		it.t, it.v = pt.samples[it.si].T, pt.samples[it.si].V
+		it.t, it.v, it.vt = pt.samples[it.si].T, pt.samples[it.si].V, chunkenc.ValFloat
 		return true
 	}
 	return false
@@ -235,7 +302,7 @@ func (it *partIterator) Next() chunkenc.ValueType {
 			it.done = true
 			return chunkenc.ValNone
 		}
-		return chunkenc.ValFloat
+		return it.vt
 	}
 	return chunkenc.ValNone
 }
@@ -246,7 +313,7 @@ func (it *partIterator) Seek(t int64) chunkenc.ValueType {
 		return chunkenc.ValNone
 	}
 	if it.p >= 0 && it.t >= t && it.t >= it.d.mint {
-		return chunkenc.ValFloat
+		return it.vt
 	}
 	if t < it.d.mint {
 		t = it.d.mint
@@ -257,7 +324,7 @@ func (it *partIterator) Seek(t int64) chunkenc.ValueType {
 		if np >= len(it.parts) {
 			break
 		}
-		if pt := &it.parts[np]; pt.c != nil && pt.c.minT <= t || pt.c == nil && len(pt.samples) > 0 && pt.samples[0].T <= t {
+		if pt := &it.parts[np]; pt.c != nil && pt.c.minT <= t || pt.c == nil && pt.firstT() <= t {
 			if !it.openPart(np) {
 				return chunkenc.ValNone
 			}
@@ -273,7 +340,7 @@ func (it *partIterator) Seek(t int64) chunkenc.ValueType {
 			it.done = true
 			return chunkenc.ValNone
 		}
-		return chunkenc.ValFloat
+		return it.vt
 	}
 	return chunkenc.ValNone
 }
@@ -281,8 +348,8 @@ func (it *partIterator) Seek(t int64) chunkenc.ValueType {
 // seriesIterator merges a member's streams in time order: its samples in
 // the group's shared table, in its own table and those accepted out of order.
 type seriesIterator struct {
-	st      [3]partIterator
-	ok      [3]bool // the stream has a current sample
+	st      [4]partIterator
+	ok      [4]bool // the stream has a current sample
 	n       int     // streams in use
 	started bool
 	cur     *partIterator
@@ -307,7 +374,11 @@ func (it *seriesIterator) reset(d *seriesData) {
 		it.st[it.n].reset(d, []part{{samples: d.late}})
 		it.n++
 	}
-	it.ok, it.started, it.cur = [3]bool{}, false, &it.st[0]
+	if len(d.lateH) > 0 {
+		it.st[it.n].reset(d, []part{{hists: d.lateH}})
+		it.n++
+	}
+	it.ok, it.started, it.cur = [4]bool{}, false, &it.st[0]
 }
 
 // pick makes the stream with the smallest current timestamp current; a
@@ -331,7 +402,7 @@ func (it *seriesIterator) pick() chunkenc.ValueType {
 		}
 	}
 	it.cur = &it.st[best]
-	return chunkenc.ValFloat
+	return it.cur.vt
 }
 
 // Next implements chunkenc.Iterator.
@@ -377,14 +448,48 @@ func (it *seriesIterator) Seek(t int64) chunkenc.ValueType {
 // At implements chunkenc.Iterator.
 func (it *seriesIterator) At() (int64, float64) { return it.cur.t, it.cur.v }
 
-// AtHistogram implements chunkenc.Iterator; the head holds floats only.
-func (it *seriesIterator) AtHistogram(*histogram.Histogram) (int64, *histogram.Histogram) {
-	return it.cur.t, nil
+// AtHistogram implements chunkenc.Iterator: the current histogram, copied
+// into h (allocated when nil).
+func (it *seriesIterator) AtHistogram(h *histogram.Histogram) (int64, *histogram.Histogram) {
+	c := it.cur
+	if c.h == nil {
+		return c.t, nil
+	}
+	if h == nil {
+		return c.t, c.h.Copy()
+	}
+	c.h.CopyTo(h)
+	return c.t, h
 }
 
-// AtFloatHistogram implements chunkenc.Iterator; the head holds floats only.
-func (it *seriesIterator) AtFloatHistogram(*histogram.FloatHistogram) (int64, *histogram.FloatHistogram) {
-	return it.cur.t, nil
+// AtFloatHistogram implements chunkenc.Iterator: the current histogram
+// (integer ones converted), copied into fh (allocated when nil).
+func (it *seriesIterator) AtFloatHistogram(fh *histogram.FloatHistogram) (int64, *histogram.FloatHistogram) {
+	c := it.cur
+	switch {
+	case c.h != nil:
+		return c.t, c.h.ToFloat(fh)
+	case c.fh == nil:
+		return c.t, nil
+	case fh == nil:
+		return c.t, c.fh.Copy()
+	}
+	c.fh.CopyTo(fh)
+	return c.t, fh
+}
+
+// value returns the current sample as lookup compares it (histograms copied).
+func (it *seriesIterator) value(vt chunkenc.ValueType) sampleValue {
+	switch vt {
+	case chunkenc.ValHistogram:
+		_, h := it.AtHistogram(nil)
+		return sampleValue{h: h}
+	case chunkenc.ValFloatHistogram:
+		_, fh := it.AtFloatHistogram(nil)
+		return sampleValue{fh: fh}
+	}
+	_, v := it.At()
+	return sampleValue{v: v}
 }
 
 // AtT implements chunkenc.Iterator.

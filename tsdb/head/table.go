@@ -209,7 +209,8 @@ func (tb *table) sealUpTo(horizon int64, cut chunkCut, onSeal sealer) {
 	k := 0
 	for k < len(tb.open) && tb.open[k].t <= horizon {
 		r := tb.open[k]
-		if b := tb.building; b != nil && b.rows > 0 && r.t >= cut.rangeEnd(b.minT) {
+		if b := tb.building; b != nil && b.rows > 0 && (r.t >= cut.rangeEnd(b.minT) || b.hist != nil) {
+			// A float row after histograms (a series that changed type) starts a chunk too.
 			tb.chunks = append(tb.chunks, cut.freeze(b))
 			tb.building = nil
 		}
@@ -244,6 +245,9 @@ type chunkBuilder struct {
 	ts         encoding.TSEncoder
 	cols       []colBuilder // by column, held by value: 48 bytes per member
 	bitmaps    [][]uint64   // presence bitmaps of the columns with gaps
+	// hist, when not nil, is the chunk's only column: native histograms of
+	// a one-column table (histogram.go); cols is then empty.
+	hist *histColumn
 }
 
 type colBuilder struct {
@@ -343,6 +347,10 @@ func (b *chunkBuilder) freeze(store *chunkStore) *chunk {
 			sc.cols[i] = sc.addCol(cb, b.bitmap(cb))
 		}
 	}
+	if b.hist != nil {
+		sc.cols = append(sc.cols[:0], b.hist.colData(0))
+		sc.data = append(sc.data, b.hist.bytes()...)
+	}
 	c.cols, c.bits, c.ts, c.data = sc.cols, sc.bits, b.ts.Bytes(), sc.data
 	if !store.place(c) {
 		c.cols, c.bits, c.ts, c.data = heapCopy(sc.cols), heapCopy(sc.bits), heapCopy(c.ts), heapCopy(sc.data)
@@ -423,7 +431,7 @@ func (sc *freezeScratch) addCol(cb *colBuilder, bm []uint64) colData {
 // snapshotCol returns an immutable chunk holding only column c (nil if c has
 // no value), XOR-encoded as built: for queries of the chunk being built.
 func (b *chunkBuilder) snapshotCol(c int) *chunk {
-	if b.col(c) == nil {
+	if b.col(c) == nil && (b.hist == nil || c != 0 || b.rows == 0) {
 		return nil
 	}
 	return b.snapshotColTS(c, slices.Clone(b.ts.Bytes()))
@@ -432,6 +440,13 @@ func (b *chunkBuilder) snapshotCol(c int) *chunk {
 // snapshotColTS is snapshotCol with the timestamp column already copied
 // (ts, shared by the snapshots of several columns).
 func (b *chunkBuilder) snapshotColTS(c int, ts []byte) *chunk {
+	if b.hist != nil {
+		if c != 0 || b.rows == 0 {
+			return nil
+		}
+		data := slices.Clone(b.hist.bytes())
+		return &chunk{minT: b.minT, maxT: b.maxT, rows: b.rows, ts: ts, data: data, cols: []colData{b.hist.colData(0)}}
+	}
 	cb := b.col(c)
 	if cb == nil {
 		return nil
@@ -457,15 +472,19 @@ type chunk struct {
 	bits       []uint64 // presence bitmaps of the columns that need one
 }
 
-// colKind is the encoding of a column's values. Only floats exist today;
-// native histograms will get their own kinds beside these.
+// colKind is the encoding of a column's values.
 type colKind uint8
 
 const (
-	colXOR     colKind = iota // Gorilla XOR
-	colConst                  // every value equal: the value's 8 bytes
-	colDecimal                // encoding.AppendDecimal
+	colXOR            colKind = iota // Gorilla XOR
+	colConst                         // every value equal: the value's 8 bytes
+	colDecimal                       // encoding.AppendDecimal
+	colHistogram                     // encoding.HistogramEncoder: integer native histograms
+	colFloatHistogram                // encoding.FloatHistogramEncoder: float native histograms
 )
+
+// isHistogram reports whether a column of kind k holds native histograms.
+func (k colKind) isHistogram() bool { return k == colHistogram || k == colFloatHistogram }
 
 // colData is one column of a frozen chunk: its values are
 // chunk.data[off:end] and, unless every row from first on holds a value,

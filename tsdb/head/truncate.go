@@ -41,6 +41,9 @@ func (h *Head) truncate(mint int64) {
 			if len(s.late()) > 0 && s.late()[0].T < s.minT {
 				s.minT = s.late()[0].T // late samples wait for their block
 			}
+			if len(s.lateHist()) > 0 && s.lateHist()[0].T < s.minT {
+				s.minT = s.lateHist()[0].T
+			}
 		}
 	})
 	for {

@@ -96,6 +96,8 @@ func (c *Commit) Reset() {
 	c.Samples = c.Samples[:0]
 	c.Metadata = c.Metadata[:0]
 	c.Exemplars = c.Exemplars[:0]
+	clear(c.Histograms)
+	c.Histograms = c.Histograms[:0]
 }
 
 // Encode appends the binary record to buf and returns it.
