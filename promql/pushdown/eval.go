@@ -314,6 +314,9 @@ func (w *worker) load(s storage.Series) error {
 	if fa, ok := s.(fastread.FloatAppender); ok {
 		var err error
 		w.ts, w.vs, err = fa.AppendFloats(w.ts, w.vs, w.mint+1, w.maxt)
+		if errors.Is(err, fastread.ErrHistogram) {
+			return errUnsupported
+		}
 		if w.n.fn != "" {
 			w.dropStale()
 		}

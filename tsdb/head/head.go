@@ -767,6 +767,15 @@ func (h *Head) appendGroup(g *group, b *Batch, cs *commitState, k int, now int64
 				h.counters.haDeduped.Add(1)
 				continue
 			}
+			if hs, ok := s.staleAsHistogram(smp); ok {
+				// A staleness marker of a histogram series is a histogram, as in Prometheus.
+				if h.appendHistogram(g, s, hs, haCutoff, minValid, lim, ao, cs, res) {
+					*lo, *hi = min(*lo, hs.T), max(*hi, hs.T)
+					res.HistogramsWritten--
+					res.SamplesWritten++
+				}
+				continue
+			}
 			var err error
 			if smp.T < minValid {
 				if smp.T < lim.lateMin {
@@ -827,6 +836,7 @@ func (h *Head) appendHistogram(g *group, s *memSeries, hs HistogramSample, haCut
 		res.Reject(ErrTooOldSample, 1, fmt.Sprintf("series %s at %d (its range is in a block, and it is older than --storage.late-max-age)", s.lset, hs.T))
 		return false
 	}
+	hs = staleHistogram(hs)
 	if err := validHistogram(hs); err != nil {
 		res.Reject(ErrInvalidHistogram, 1, fmt.Sprintf("series %s at %d: %v", s.lset, hs.T, err))
 		return false

@@ -113,14 +113,14 @@ func (a sampleValue) same(b sampleValue) bool {
 	return math.Float64bits(a.v) == math.Float64bits(b.v)
 }
 
+// sameHistogram compares as Prometheus's head does for duplicates: the
+// data, not the counter reset hint (the head stores the hint it reads with).
 func sameHistogram(a, b *histogram.Histogram) bool {
-	return a.CounterResetHint == b.CounterResetHint && math.Float64bits(a.Sum) == math.Float64bits(b.Sum) &&
-		math.Float64bits(a.ZeroThreshold) == math.Float64bits(b.ZeroThreshold) && a.Equals(b)
+	return math.Float64bits(a.ZeroThreshold) == math.Float64bits(b.ZeroThreshold) && a.Equals(b)
 }
 
 func sameFloatHistogram(a, b *histogram.FloatHistogram) bool {
-	return a.CounterResetHint == b.CounterResetHint && math.Float64bits(a.Sum) == math.Float64bits(b.Sum) &&
-		math.Float64bits(a.ZeroThreshold) == math.Float64bits(b.ZeroThreshold) && a.Equals(b)
+	return math.Float64bits(a.ZeroThreshold) == math.Float64bits(b.ZeroThreshold) && a.Equals(b)
 }
 
 // lastValue returns s's newest in-order sample; called with g.mu held.
@@ -148,7 +148,7 @@ func (g *group) appendHistogram(s *memSeries, hs HistogramSample, o appendOpts, 
 		}
 		if o.ooo > 0 && t >= g.maxT-o.ooo {
 			stats.late.Add(1)
-			s.insertLateHist(hs)
+			s.insertLateHist(withHint(hs, lateHint(hs)))
 			return nil
 		}
 		return ErrOutOfOrderSample
@@ -156,7 +156,7 @@ func (g *group) appendHistogram(s *memSeries, hs HistogramSample, o appendOpts, 
 	x := s.extra()
 	wasUnaligned := x.unaligned
 	g.unalign(s, stats)
-	if err := x.own.appendHistogram(hs, o.cut); err != nil {
+	if err := x.own.appendHistogram(withHint(hs, readHint(s.lastValue(), hs)), o.cut); err != nil {
 		if !wasUnaligned {
 			x.unaligned = false // nothing was stored: it stays aligned
 			g.nUnaligned--
@@ -180,9 +180,18 @@ func (g *group) appendLateHistogram(s *memSeries, hs HistogramSample, stats *hea
 		}
 		return ErrDuplicateSample
 	}
-	s.insertLateHist(hs)
+	s.insertLateHist(withHint(hs, lateHint(hs)))
 	stats.late.Add(1)
 	return nil
+}
+
+// lateHint is the hint of a histogram stored out of order: gauges stay
+// gauges, a counter's reset is unknown (it is read between other samples).
+func lateHint(hs HistogramSample) histogram.CounterResetHint {
+	if hs.H != nil && hs.H.CounterResetHint == histogram.GaugeType || hs.FH != nil && hs.FH.CounterResetHint == histogram.GaugeType {
+		return histogram.GaugeType
+	}
+	return histogram.UnknownCounterReset
 }
 
 // findLateAny returns s's late sample at t, float or histogram.
@@ -217,7 +226,7 @@ func (s *memSeries) insertLateHist(hs HistogramSample) {
 // sample (one already kept at its time stays).
 func (s *memSeries) addLateHist(hs HistogramSample) {
 	if _, found := s.findLateAny(hs.T); !found {
-		s.insertLateHist(hs)
+		s.insertLateHist(withHint(hs, lateHint(hs)))
 	}
 }
 

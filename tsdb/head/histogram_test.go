@@ -274,8 +274,9 @@ func TestHeadHistogramTypeChanges(t *testing.T) {
 	comparePoints(t, "x", readPoints(t, h, math.MinInt64, math.MaxInt64)[l.String()], want)
 }
 
-// TestHeadHistogramStaleness: a staleness marker in a histogram's sum and a
-// float staleness marker after histograms both read back as written.
+// TestHeadHistogramStaleness: a staleness marker in a histogram's sum reads
+// back as written, and a float staleness marker after histograms becomes a
+// histogram one (as in Prometheus's head).
 func TestHeadHistogramStaleness(t *testing.T) {
 	h := openHead(t, t.TempDir(), nil)
 	defer h.Close()
@@ -289,7 +290,7 @@ func TestHeadHistogramStaleness(t *testing.T) {
 		t.Fatal(err, res.Err())
 	}
 	got := readPoints(t, h, math.MinInt64, math.MaxInt64)[l.String()]
-	if len(got) != 3 || got[1].h == nil || !value.IsStaleNaN(got[1].h.Sum) || !value.IsStaleNaN(got[2].f) {
+	if len(got) != 3 || got[1].h == nil || !value.IsStaleNaN(got[1].h.Sum) || got[2].h == nil || !value.IsStaleNaN(got[2].h.Sum) {
 		t.Fatalf("read %v", got)
 	}
 }
