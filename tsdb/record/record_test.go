@@ -60,6 +60,15 @@ func assertEqualCommit(t *testing.T, want, got *Commit) {
 			t.Fatalf("metadata %d: got %+v, want %+v", i, got.Metadata[i], want.Metadata[i])
 		}
 	}
+	if len(got.Exemplars) != len(want.Exemplars) {
+		t.Fatalf("exemplars: got %d, want %d", len(got.Exemplars), len(want.Exemplars))
+	}
+	for i, w := range want.Exemplars {
+		g := got.Exemplars[i]
+		if g.Ref != w.Ref || g.T != w.T || math.Float64bits(g.V) != math.Float64bits(w.V) || !labels.Equal(g.Labels, w.Labels) {
+			t.Fatalf("exemplar %d: got %+v, want %+v", i, g, w)
+		}
+	}
 }
 
 func TestRoundTrip(t *testing.T) {
