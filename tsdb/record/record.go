@@ -53,7 +53,8 @@ type RefSample struct {
 }
 
 // RefHistogram is one native histogram sample of the series identified by
-// Ref: exactly one of H (integer counts) and FH (float counts) is set.
+// Ref: exactly one of H (integer counts) and FH (float counts) is set
+// (Encode panics otherwise).
 type RefHistogram struct {
 	Ref uint64
 	T   int64
@@ -80,7 +81,8 @@ type Commit struct {
 	Samples   []RefSample
 	Metadata  []Metadata
 	Exemplars []RefExemplar
-	// Histograms are native histogram samples; not encoded yet.
+	// Histograms are native histogram samples. Decode allocates each
+	// histogram afresh, so the pointers may be kept.
 	Histograms []RefHistogram
 
 	builder     labels.ScratchBuilder
@@ -92,17 +94,22 @@ func (c *Commit) Reset() {
 	clear(c.Series) // drop label references so they can be collected
 	clear(c.Metadata)
 	clear(c.Exemplars)
+	clear(c.Histograms)
 	c.Series = c.Series[:0]
 	c.Samples = c.Samples[:0]
 	c.Metadata = c.Metadata[:0]
 	c.Exemplars = c.Exemplars[:0]
-	clear(c.Histograms)
 	c.Histograms = c.Histograms[:0]
 }
 
-// Encode appends the binary record to buf and returns it.
+// Encode appends the binary record to buf and returns it: type
+// TypeCommitHistograms when c has histograms, otherwise TypeCommitCompact or
+// TypeCommitCompactExemplars.
 func (c *Commit) Encode(buf []byte) []byte {
-	if len(c.Exemplars) > 0 {
+	hist := len(c.Histograms) > 0
+	if hist {
+		buf = append(buf, TypeCommitHistograms)
+	} else if len(c.Exemplars) > 0 {
 		buf = append(buf, TypeCommitCompactExemplars)
 	} else {
 		buf = append(buf, TypeCommitCompact)
@@ -140,7 +147,7 @@ func (c *Commit) Encode(buf []byte) []byte {
 		buf = appendString(buf, m.Help)
 		buf = appendString(buf, m.Unit)
 	}
-	if len(c.Exemplars) > 0 {
+	if len(c.Exemplars) > 0 || hist {
 		buf = binary.AppendUvarint(buf, uint64(len(c.Exemplars)))
 		for i := range c.Exemplars {
 			e := &c.Exemplars[i]
@@ -153,6 +160,9 @@ func (c *Commit) Encode(buf []byte) []byte {
 				buf = appendString(buf, l.Value)
 			})
 		}
+	}
+	if hist {
+		buf = c.appendHistograms(buf)
 	}
 	return buf
 }
@@ -191,13 +201,21 @@ func (d *decoder) uvarint(what string) uint64 {
 	if d.err != nil {
 		return 0
 	}
+	v, ok := d.uvarintOK()
+	if !ok {
+		d.fail("bad, overlong or truncated uvarint " + what)
+	}
+	return v
+}
+
+// uvarintOK reads a minimal uvarint, reporting whether there was one.
+func (d *decoder) uvarintOK() (uint64, bool) {
 	v, n := binary.Uvarint(d.b[d.off:])
 	if n <= 0 || (n > 1 && d.b[d.off+n-1] == 0) {
-		d.fail("bad, overlong or truncated uvarint " + what)
-		return 0
+		return 0, false
 	}
 	d.off += n
-	return v
+	return v, true
 }
 
 func (d *decoder) varint(what string) int64 {
@@ -213,12 +231,15 @@ func (d *decoder) varint(what string) int64 {
 	return v
 }
 
-func (d *decoder) float() float64 {
+func (d *decoder) float() float64 { return d.f64("sample value") }
+
+// f64 reads 8 bytes of IEEE-754 bits, little-endian.
+func (d *decoder) f64(what string) float64 {
 	if d.err != nil {
 		return 0
 	}
 	if d.remaining() < 8 {
-		d.fail("truncated sample value")
+		d.fail("truncated " + what)
 		return 0
 	}
 	v := math.Float64frombits(binary.LittleEndian.Uint64(d.b[d.off:]))
@@ -244,8 +265,12 @@ func (d *decoder) bytes(what string) []byte {
 // count reads a uvarint element count and checks that count elements of at
 // least minSize bytes each fit in the rest of the record.
 func (d *decoder) count(what string, minSize int) int {
-	n := d.uvarint(what + " count")
 	if d.err != nil {
+		return 0
+	}
+	n, ok := d.uvarintOK()
+	if !ok {
+		d.fail("bad, overlong or truncated uvarint " + what + " count") // not built unless failing: it would allocate
 		return 0
 	}
 	if n > uint64(d.remaining()/minSize) {
@@ -272,7 +297,7 @@ func Decode(rec []byte, c *Commit) error {
 		return fmt.Errorf("%w: empty record", ErrMalformed)
 	}
 	typ := rec[0]
-	if typ < TypeCommit || typ > TypeCommitCompactExemplars {
+	if typ < TypeCommit || typ > TypeCommitHistograms {
 		return fmt.Errorf("%w: unknown record type %d", ErrMalformed, typ)
 	}
 	d := decoder{b: rec, off: 1}
@@ -286,8 +311,12 @@ func Decode(rec []byte, c *Commit) error {
 		c.decodeSamples(&d)
 	}
 	c.decodeMetadata(&d)
-	if typ == TypeCommitExemplars || typ == TypeCommitCompactExemplars {
-		c.decodeExemplars(&d)
+	switch typ {
+	case TypeCommitExemplars, TypeCommitCompactExemplars:
+		c.decodeExemplars(&d, false)
+	case TypeCommitHistograms:
+		c.decodeExemplars(&d, true)
+		c.decodeHistograms(&d)
 	}
 	if d.err != nil {
 		return d.err
@@ -340,13 +369,17 @@ func (c *Commit) decodeSeries(d *decoder) error {
 	return nil
 }
 
-func (c *Commit) decodeExemplars(d *decoder) {
+// decodeExemplars reads an exemplars section; only the histograms type
+// allows it to be empty.
+func (c *Commit) decodeExemplars(d *decoder, mayBeEmpty bool) {
 	n := d.count("exemplar", minSampleSize+1)
 	if d.err != nil {
 		return
 	}
 	if n == 0 {
-		d.fail("exemplars record without exemplars")
+		if !mayBeEmpty {
+			d.fail("exemplars record without exemplars")
+		}
 		return
 	}
 	c.Exemplars = grow(c.Exemplars, n)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/tsdb/tsdbutil"
 )
 
 func sampleCommit() *Commit {
@@ -60,6 +61,16 @@ func assertEqualCommit(t *testing.T, want, got *Commit) {
 			t.Fatalf("metadata %d: got %+v, want %+v", i, got.Metadata[i], want.Metadata[i])
 		}
 	}
+	if len(got.Exemplars) != len(want.Exemplars) {
+		t.Fatalf("exemplars: got %d, want %d", len(got.Exemplars), len(want.Exemplars))
+	}
+	for i, w := range want.Exemplars {
+		g := got.Exemplars[i]
+		if g.Ref != w.Ref || g.T != w.T || math.Float64bits(g.V) != math.Float64bits(w.V) || !labels.Equal(g.Labels, w.Labels) {
+			t.Fatalf("exemplar %d: got %+v, want %+v", i, g, w)
+		}
+	}
+	assertEqualHistograms(t, want.Histograms, got.Histograms)
 }
 
 func TestRoundTrip(t *testing.T) {
@@ -293,23 +304,29 @@ func FuzzDecode(f *testing.F) {
 	f.Add(encodeLegacy(sampleCommit()))
 	f.Add((&Commit{Exemplars: []RefExemplar{{Ref: 3, T: 9, V: 1, Labels: labels.FromStrings("trace_id", "x")}}}).Encode(nil))
 	f.Add([]byte{})
+	small := exemplarCommit()
+	small.Histograms = specialHistograms()[:4]
+	f.Add(small.Encode(nil))
+	f.Add((&Commit{Histograms: specialHistograms()}).Encode(nil))
+	f.Add((&Commit{Histograms: generatedHistograms(8), Samples: []RefSample{{Ref: 1, T: 2, V: 0.5}}}).Encode(nil))
+	f.Add((&Commit{Histograms: []RefHistogram{{Ref: 1, T: 1, FH: tsdbutil.GenerateTestCustomBucketsFloatHistogram(1)}, {Ref: 1, T: 2, H: tsdbutil.GenerateTestCustomBucketsHistogram(2)}}}).Encode(nil))
 	f.Fuzz(func(t *testing.T, rec []byte) {
 		var c Commit
 		if err := Decode(rec, &c); err != nil {
-			return
-		}
-		out := c.Encode(nil)
-		if rec[0] >= TypeCommitCompact {
-			// Whatever decodes must re-encode to the identical bytes.
-			if string(out) != string(rec) {
-				t.Fatalf("re-encode mismatch:\n in  %x\n out %x", rec, out)
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("error %v does not wrap ErrMalformed", err)
 			}
 			return
 		}
-		// A legacy record re-encodes compact, to the same commit.
+		out := c.Encode(nil)
+		if rec[0] >= TypeCommitCompact && string(out) != string(rec) {
+			// Whatever decodes must re-encode to the identical bytes.
+			t.Fatalf("re-encode mismatch:\n in  %x\n out %x", rec, out)
+		}
+		// A legacy record re-encodes compact; every record to the same commit.
 		var again Commit
 		if err := Decode(out, &again); err != nil {
-			t.Fatalf("re-encoded legacy record: %v", err)
+			t.Fatalf("re-encoded record: %v", err)
 		}
 		assertEqualCommit(t, &c, &again)
 	})
