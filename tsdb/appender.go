@@ -23,6 +23,15 @@ func (db *DB) AppenderV2(ctx context.Context) storage.AppenderV2 {
 	return &appenderV2{appender{h: db.head, ctx: ctx, idx: map[uint64]int{}}}
 }
 
+// sampleKind is what an append adds to a batch entry.
+type sampleKind int
+
+const (
+	kindAny       sampleKind = iota // an exemplar: any entry of the series
+	kindFloat                       // a float sample
+	kindHistogram                   // a native histogram sample
+)
+
 type appender struct {
 	h     *head.Head
 	ctx   context.Context
@@ -30,13 +39,23 @@ type appender struct {
 	idx   map[uint64]int // series hash → index in batch (hash collisions fall back to a new entry)
 }
 
-// entry returns the batch index of the series lset, adding it if new.
-func (a *appender) entry(lset labels.Labels) (int, error) {
+// entry returns the batch index of the series lset, adding it if new. A
+// series whose samples switch between floats and histograms gets another
+// entry at each switch, so the head places them in the order appended (as
+// Prometheus's appender does; a batch entry holds its floats, then its
+// histograms).
+func (a *appender) entry(lset labels.Labels, kind sampleKind) (int, error) {
 	if err := head.ValidateLabels(lset); err != nil {
 		return 0, err
 	}
 	hash := lset.Hash()
 	i, ok := a.idx[hash]
+	if ok && kind == kindHistogram && len(a.batch.Series[i].Samples) > 0 && len(a.batch.Series[i].Histograms) == 0 {
+		ok = false // floats, then histograms: the same entry keeps that order
+	}
+	if ok && kind == kindFloat && len(a.batch.Series[i].Histograms) > 0 {
+		ok = false
+	}
 	if !ok || !labels.Equal(a.batch.Series[i].Labels, lset) {
 		i = len(a.batch.Series)
 		a.batch.Series = append(a.batch.Series, head.BatchSeries{Labels: lset.Copy()})
@@ -46,7 +65,7 @@ func (a *appender) entry(lset labels.Labels) (int, error) {
 }
 
 func (a *appender) add(lset labels.Labels, t int64, v float64) (storage.SeriesRef, error) {
-	i, err := a.entry(lset)
+	i, err := a.entry(lset, kindFloat)
 	if err != nil {
 		return 0, err
 	}
@@ -63,7 +82,7 @@ func (a *appender) SetOptions(*storage.AppendOptions) {}
 // AppendExemplar adds e to the series l in the batch; it is written with the
 // batch on Commit.
 func (a *appender) AppendExemplar(ref storage.SeriesRef, l labels.Labels, e exemplar.Exemplar) (storage.SeriesRef, error) {
-	i, err := a.entry(l)
+	i, err := a.entry(l, kindAny)
 	if err != nil {
 		return 0, err
 	}
@@ -74,7 +93,7 @@ func (a *appender) AppendExemplar(ref storage.SeriesRef, l labels.Labels, e exem
 // AppendHistogram adds a native histogram sample (a copy of h or fh) to the
 // series l in the batch.
 func (a *appender) AppendHistogram(_ storage.SeriesRef, l labels.Labels, t int64, h *histogram.Histogram, fh *histogram.FloatHistogram) (storage.SeriesRef, error) {
-	i, err := a.entry(l)
+	i, err := a.entry(l, kindHistogram)
 	if err != nil {
 		return 0, err
 	}

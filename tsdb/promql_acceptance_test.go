@@ -39,14 +39,10 @@ func newTestDB(tb testing.TB) *DB {
 var knownFailures = map[string]string{}
 
 const (
-	reasonNativeHistograms = "native histograms are not stored yet (issue: native-histogram columns)"
-	reasonStartTimestamps  = "start timestamps (ST) are not stored yet"
+	reasonStartTimestamps = "start timestamps (ST) are not stored yet"
 )
 
 func init() {
-	for _, s := range knownHistogramSections {
-		knownFailures[s] = reasonNativeHistograms
-	}
 	for _, s := range knownSTSections {
 		knownFailures[s] = reasonStartTimestamps
 	}

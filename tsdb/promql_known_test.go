@@ -1,20 +1,12 @@
 package tsdb
 
-// Sections (file:first line) of the PromQL acceptance suite that load native
-// histograms, which the head does not store yet.
-var knownHistogramSections = []string{
-	// "extended_vectors.test:719",
-	// "native_histograms.test:1856",
-	// "native_histograms.test:1895",
-	// "range_queries.test:86",
-	// "start_timestamps.test:427",
+// Sections (file:first line) of the PromQL acceptance suite that need
+// sample start timestamps, which the head does not store yet.
+var knownSTSections = []string{
+	"start_timestamps.test:427",
 	"start_timestamps.test:452",
 	"start_timestamps.test:484",
 	"start_timestamps.test:528",
-}
-
-// Sections that need sample start timestamps, which the head does not store yet.
-var knownSTSections = []string{
 	"start_timestamps.test:1",
 	"start_timestamps.test:105",
 	"start_timestamps.test:168",

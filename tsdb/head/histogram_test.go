@@ -294,3 +294,51 @@ func TestHeadHistogramStaleness(t *testing.T) {
 		t.Fatalf("read %v", got)
 	}
 }
+
+// TestHeadHistogramReplay: histograms (in order and late) survive a restart
+// from the WAL, and one from a checkpoint plus the WAL after it.
+func TestHeadHistogramReplay(t *testing.T) {
+	for _, checkpoint := range []bool{false, true} {
+		t.Run(fmt.Sprintf("checkpoint=%v", checkpoint), func(t *testing.T) {
+			dir := t.TempDir()
+			h := openHead(t, dir, nil)
+			want := histTarget(t, h, 150, 0)
+			if checkpoint {
+				if err := h.Checkpoint(math.MinInt64); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// More after the checkpoint, and a late one.
+			more := histTarget(t, h, 20, 150*15000)
+			for k, v := range more {
+				want[k] = append(want[k], v...)
+			}
+			l := series("lat_int", "job", "j", "instance", "i")
+			late := tsdbutil.GenerateTestHistogram(7)
+			res, err := h.AppendBatch(context.Background(), &Batch{Series: []BatchSeries{{Labels: l, Histograms: []HistogramSample{{T: 150*15000 - 7000, H: late}}}}})
+			if err != nil || res.Err() != nil || res.HistogramsWritten != 1 {
+				t.Fatalf("late: %v %v", err, res.Err())
+			}
+			k := l.String()
+			want[k] = append(want[k][:150], append([]histPoint{{t: 150*15000 - 7000, h: late}}, want[k][150:]...)...)
+			before := readPoints(t, h, math.MinInt64, math.MaxInt64)
+			compareAll(t, before, want)
+			if err := h.Close(); err != nil {
+				t.Fatal(err)
+			}
+			h = openHead(t, dir, nil)
+			defer h.Close()
+			after := readPoints(t, h, math.MinInt64, math.MaxInt64)
+			compareAll(t, after, want)
+			// The hints read after the restart are the ones read before it.
+			for k := range before {
+				for i := range before[k] {
+					b, a := before[k][i], after[k][i]
+					if b.h != nil && b.h.CounterResetHint != a.h.CounterResetHint || b.fh != nil && b.fh.CounterResetHint != a.fh.CounterResetHint {
+						t.Fatalf("%s sample %d: hint %v before the restart, %v after", k, i, b, a)
+					}
+				}
+			}
+		})
+	}
+}
