@@ -163,6 +163,10 @@ type series struct {
 	Labels string
 	T      []int64
 	V      []float64
+	// HT and H are the series' native histogram points: times and each
+	// histogram's JSON as the API wrote it (compared exactly).
+	HT []int64
+	H  []string
 }
 
 type queryData struct {
@@ -191,9 +195,11 @@ func decodeResult(t *testing.T, d queryData) []series {
 	switch d.ResultType {
 	case "vector", "matrix":
 		var rs []struct {
-			Metric map[string]string `json:"metric"`
-			Value  []any             `json:"value"`
-			Values [][]any           `json:"values"`
+			Metric     map[string]string   `json:"metric"`
+			Value      []any               `json:"value"`
+			Values     [][]any             `json:"values"`
+			Histogram  []json.RawMessage   `json:"histogram"`
+			Histograms [][]json.RawMessage `json:"histograms"`
 		}
 		if err := json.Unmarshal(d.Result, &rs); err != nil {
 			t.Fatal(err)
@@ -207,6 +213,17 @@ func decodeResult(t *testing.T, d queryData) []series {
 			for _, p := range pts {
 				ts, v := parsePoint(t, p)
 				s.T, s.V = append(s.T, ts), append(s.V, v)
+			}
+			hpts := r.Histograms
+			if r.Histogram != nil {
+				hpts = [][]json.RawMessage{r.Histogram}
+			}
+			for _, p := range hpts {
+				var ts float64
+				if len(p) != 2 || json.Unmarshal(p[0], &ts) != nil {
+					t.Fatalf("bad histogram point %s", p)
+				}
+				s.HT, s.H = append(s.HT, int64(math.Round(ts*1000))), append(s.H, string(p[1]))
 			}
 			out = append(out, s)
 		}
@@ -281,6 +298,16 @@ func compareSeries(t *testing.T, what string, got, want []series) {
 		for j := range w.V {
 			if !floatEq(g.V[j], w.V[j]) {
 				t.Errorf("%s: %s at %d: got %v, want %v", what, w.Labels, w.T[j], g.V[j], w.V[j])
+				return
+			}
+		}
+		if !slices.Equal(g.HT, w.HT) {
+			t.Errorf("%s: %s: histograms at %v, want at %v", what, w.Labels, g.HT, w.HT)
+			return
+		}
+		for j := range w.H {
+			if g.H[j] != w.H[j] {
+				t.Errorf("%s: %s at %d: got histogram %s, want %s", what, w.Labels, w.HT[j], g.H[j], w.H[j])
 				return
 			}
 		}
