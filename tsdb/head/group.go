@@ -136,6 +136,7 @@ type group struct {
 	aligned    *table
 	members    []*memSeries
 	nUnaligned int
+	nHist      int // unaligned members that hold native histograms: they never rejoin
 	free       []int32 // columns of removed members (nil in members), reused first
 	lastAppend int64   // wall clock (ms) of the last batch that touched the group
 	maxT       int64   // newest timestamp any member wrote; the out-of-order window trails it
@@ -185,6 +186,9 @@ func (g *group) removeMember(s *memSeries, stats *headCounters) {
 	if s.unaligned() {
 		g.nUnaligned--
 		stats.unaligned.Add(-1)
+	}
+	if s.x != nil && s.x.hist {
+		g.nHist--
 	}
 }
 
@@ -295,7 +299,9 @@ func (g *group) append(s *memSeries, t int64, v float64, o appendOpts, stats *he
 	// before their first sample would leave them unaligned), nor while a
 	// member is unaligned (it rejoins by landing on open rows).
 	horizon := tb.maxT - window
-	if full := g.numMembers(); (created || r.n == full) && g.nUnaligned == 0 && g.joinedT < horizon {
+	// Histogram members never land on the shared rows: a row is complete
+	// without them, and they are not waiting to rejoin.
+	if full := g.numMembers() - g.nHist; (created || r.n == full) && g.nUnaligned == g.nHist && g.joinedT < horizon {
 		horizon = max(horizon, tb.completeBefore(full))
 		if r.n == full && r != tb.open[len(tb.open)-1] {
 			horizon = max(horizon, r.t) // completed behind a newer row

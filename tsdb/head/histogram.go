@@ -164,7 +164,11 @@ func (g *group) appendHistogram(s *memSeries, hs HistogramSample, o appendOpts, 
 		}
 		return err
 	}
-	x.hist, x.matchRun = true, 0
+	if !x.hist {
+		x.hist = true
+		g.nHist++
+	}
+	x.matchRun = 0
 	g.maxT = max(g.maxT, t)
 	s.minT = min(s.minT, t)
 	s.lastT, s.lastV, x.lastH, x.lastFH = t, 0, hs.H, hs.FH

@@ -342,3 +342,21 @@ func TestHeadHistogramReplay(t *testing.T) {
 		})
 	}
 }
+
+// TestHeadHistogramMembersDoNotHoldRows: histogram members of a group do not
+// keep its float members' complete rows open (they never land on them).
+func TestHeadHistogramMembersDoNotHoldRows(t *testing.T) {
+	h := openHead(t, t.TempDir(), nil)
+	defer h.Close()
+	histTarget(t, h, 40, 0)
+	h.forEachGroup(func(g *group) {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if n := len(g.aligned.open); n > 1 {
+			t.Errorf("%d open rows after 40 complete scrapes, want at most 1", n)
+		}
+		if g.nHist != 3 || g.nUnaligned != 3 {
+			t.Errorf("%d histogram members of %d unaligned, want 3 of 3", g.nHist, g.nUnaligned)
+		}
+	})
+}
