@@ -136,7 +136,7 @@ type group struct {
 	aligned    *table
 	members    []*memSeries
 	nUnaligned int
-	nHist      int // unaligned members that hold native histograms: they never rejoin
+	nHist      int     // unaligned members that hold native histograms: they never rejoin
 	free       []int32 // columns of removed members (nil in members), reused first
 	lastAppend int64   // wall clock (ms) of the last batch that touched the group
 	maxT       int64   // newest timestamp any member wrote; the out-of-order window trails it
