@@ -202,6 +202,13 @@ func TestReadsGoldenV4(t *testing.T) {
 	testGolden(t, "testdata/v4/01M8QG5V4G7K9RMXW0000000V4", 4, v4Groups())
 }
 
+// TestReadsGoldenV5 reads testdata/v5, written by version 5 of the writer
+// from v5Groups with ChunkRows 128 (native histogram columns), and compares
+// every series and group with that input.
+func TestReadsGoldenV5(t *testing.T) {
+	testGolden(t, "testdata/v5/01M8TX0V5HGW3XQ5M00000000V", 5, v5Groups())
+}
+
 // testGolden opens the block in dir, checks its version and that every
 // series' samples (Iterator) and every group (ReadGroup) equal gs's.
 func testGolden(t *testing.T, dir string, version int, gs []Group) {
@@ -216,12 +223,12 @@ func testGolden(t *testing.T, dir string, version int, gs []Group) {
 	if err := b.Verify(); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string][]sample{}
+	want := map[string][]hsample{}
 	n := 0
 	for gi := range gs {
 		g := &gs[gi]
 		for m, l := range g.Members {
-			want[l.String()] = groupSamples(g, m)
+			want[l.String()] = groupAllSamples(g, m)
 			n++
 		}
 		var got Group
@@ -232,7 +239,7 @@ func testGolden(t *testing.T, dir string, version int, gs []Group) {
 			if !labels.Equal(got.Members[m], g.Members[m]) {
 				t.Fatalf("group %q member %d: %s, want %s", g.Key, m, got.Members[m], g.Members[m])
 			}
-			equalSamples(t, fmt.Sprintf("group %q member %d", g.Key, m), groupSamples(&got, m), groupSamples(g, m))
+			equalHSamples(t, fmt.Sprintf("group %q member %d", g.Key, m), groupAllSamples(&got, m), groupAllSamples(g, m))
 		}
 	}
 	if b.NumSeries() != n {
@@ -243,13 +250,13 @@ func testGolden(t *testing.T, dir string, version int, gs []Group) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := collect(b.Iterator(id, math.MinInt64, math.MaxInt64, nil))
+		got, err := collectAll(b.Iterator(id, math.MinInt64, math.MaxInt64, nil))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(got) == 0 {
 			t.Fatalf("%s: no samples", l)
 		}
-		equalSamples(t, l.String(), got, want[l.String()])
+		equalHSamples(t, l.String(), got, want[l.String()])
 	}
 }
