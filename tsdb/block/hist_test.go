@@ -500,6 +500,25 @@ func TestKindChangesBetweenChunks(t *testing.T) {
 		if err := rd.ReadColumn(k, &c); err != nil || c.Kind() != wantKind || !slices.Equal(c.Rows, rows) {
 			t.Fatalf("chunk %d: ReadColumn %+v, %v", ci, c, err)
 		}
+		// Read again into the same column emptied: its histograms are reused.
+		first := columnSamples(&Table{Timestamps: rd.Timestamps()}, &c)
+		for i := range first {
+			switch {
+			case first[i].h != nil:
+				first[i].h = first[i].h.Copy()
+			case first[i].fh != nil:
+				first[i].fh = first[i].fh.Copy()
+			}
+		}
+		hs0, fhs0 := slices.Clone(c.Histograms), slices.Clone(c.FloatHistograms)
+		c.Rows, c.Histograms, c.FloatHistograms, c.Values = c.Rows[:0], c.Histograms[:0], c.FloatHistograms[:0], c.Values[:0]
+		if err := rd.ReadColumn(k, &c); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(c.Histograms, hs0) || !slices.Equal(c.FloatHistograms, fhs0) {
+			t.Fatalf("chunk %d: ReadColumn did not reuse the column's histograms", ci)
+		}
+		equalHSamples(t, fmt.Sprint("chunk ", ci, " read again"), columnSamples(&Table{Timestamps: rd.Timestamps()}, &c), first)
 		if _, _, err := rd.AppendColumn(k, nil, nil); (err != nil) != (wantKind != KindFloat) {
 			t.Fatalf("chunk %d: AppendColumn of a %s column: %v", ci, wantKind, err)
 		}
