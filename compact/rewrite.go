@@ -63,7 +63,6 @@ type deletionState struct {
 	kept  []labels.Labels // the members written
 	keep  []bool          // per row of the chunk liveRows reads: some sample left
 	rows  []int32         // scratch: a column's rows
-	vals  []float64       // scratch: a column's values
 }
 
 // findDeleted asks m.deleted for every merged member's deleted intervals that overlap the group's samples.
@@ -145,7 +144,7 @@ func (m *merger) liveRows(s *source, c block.ChunkRef) error {
 		if pending == 0 && d.alive[mm] {
 			continue
 		}
-		if d.rows, d.vals, err = m.rd.AppendColumn(k, d.rows[:0], d.vals[:0]); err != nil {
+		if d.rows, err = m.rd.AppendRows(k, d.rows[:0]); err != nil {
 			return fmt.Errorf("source %s: %w", s.b.Dir(), err)
 		}
 		for _, r := range d.rows {
@@ -205,7 +204,7 @@ func (m *merger) unalignedAlive() error {
 						continue
 					}
 					var err error
-					if d.rows, d.vals, err = m.rd.AppendColumn(k, d.rows[:0], d.vals[:0]); err != nil {
+					if d.rows, err = m.rd.AppendRows(k, d.rows[:0]); err != nil {
 						return fmt.Errorf("source %s: %w", s.b.Dir(), err)
 					}
 					d.alive[mm] = slices.ContainsFunc(d.rows, func(r int32) bool { return !deadAt(iv, ts[r]) })
@@ -253,14 +252,7 @@ func (m *merger) withoutDeleted(tab *block.Table) bool {
 		if iv == nil {
 			continue
 		}
-		w := 0
-		for k, r := range c.Rows {
-			if !deadAt(iv, tab.Timestamps[r]) {
-				c.Rows[w], c.Values[w] = r, c.Values[k]
-				w++
-			}
-		}
-		c.Rows, c.Values = c.Rows[:w], c.Values[:w]
+		keepSamples(c, func(r int32) bool { return !deadAt(iv, tab.Timestamps[r]) })
 	}
 	if !compactTable(tab) {
 		return false

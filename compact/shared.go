@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/prometheus/prometheus/model/histogram"
+
 	"github.com/tandem-tsdb/tandem/tsdb/block"
 )
 
@@ -35,15 +37,22 @@ type sharedState struct {
 	free    []*liveChunk
 	cands   []candidate
 	shadows [][]shadow // per merged member (overlapping merges)
-	// Per row of the output chunk: the member's value, its source, and whether it has one (stamp == gen).
-	vals  []float64
+	// Per row of the output chunk: the member's sample (index idx in
+	// column cols[slot]), its source, and whether it has one (stamp == gen).
+	slot  []int32
+	idx   []int32
 	owner []int32
 	stamp []uint32
 	gen   uint32
+	cols  []block.Column // the member's columns in the live chunks, by candidate
 	rows  []int32
-	vs    []float64
 	orows []int32
 	ovals []float64
+	ohs   []*histogram.Histogram
+	ofhs  []*histogram.FloatHistogram
+	// The group's samples of another kind than their member's column in
+	// their output chunk, written as tables of their own after the shared one.
+	spills []block.Table
 }
 
 // mergeShared writes the group's merged shared table, whose rows sharedRows
@@ -52,9 +61,14 @@ type sharedState struct {
 // the output chunk are decoded, merged (at one timestamp the source listed
 // last wins, also over the source's unaligned tables), stripped of deleted
 // samples and encoded. Memory holds the loaded source chunks' timestamps, one
-// column and the output chunk's encoding.
+// member's columns and the output chunk's encoding. A member whose samples
+// in an output chunk are of several kinds (a series that turned from floats
+// into native histograms between its sources) keeps the kind of most of them
+// there; the others are written after the shared table, in a table per
+// member and kind.
 func (m *merger) mergeShared(gw *block.GroupWriter) error {
 	st := &m.shared
+	st.spills = st.spills[:0]
 	if err := gw.BeginTable(); err != nil {
 		return err
 	}
@@ -68,6 +82,11 @@ func (m *merger) mergeShared(gw *block.GroupWriter) error {
 	for r0, r1 := 0, 0; r0 < len(st.ts); r0 = r1 {
 		r1 = gw.ChunkEnd(r0, len(st.ts))
 		if err := m.sharedChunk(gw, st.ts[r0:r1]); err != nil {
+			return err
+		}
+	}
+	for i := range st.spills {
+		if err := gw.WriteTable(&st.spills[i]); err != nil {
 			return err
 		}
 	}
@@ -204,7 +223,8 @@ func (m *merger) sharedChunk(gw *block.GroupWriter, win []int64) error {
 	}
 	slices.SortStableFunc(st.cands, func(a, b candidate) int { return cmp.Compare(a.member, b.member) })
 	if len(st.stamp) < len(win) {
-		st.vals, st.owner, st.stamp, st.gen = make([]float64, len(win)), make([]int32, len(win)), make([]uint32, len(win)), 0
+		n := len(win)
+		st.slot, st.idx, st.owner, st.stamp, st.gen = make([]int32, n), make([]int32, n), make([]int32, n), make([]uint32, n), 0
 	}
 	if err := gw.BeginChunk(win); err != nil {
 		return err
@@ -230,20 +250,23 @@ func (m *merger) sharedColumn(gw *block.GroupWriter, win []int64, cs []candidate
 		clear(st.stamp)
 		st.gen = 1
 	}
+	if len(st.cols) < len(cs) {
+		st.cols = append(st.cols, make([]block.Column, len(cs)-len(st.cols))...)
+	}
 	first, last := len(win), -1
-	for _, c := range cs {
+	for ci, c := range cs {
 		lc := st.live[c.live]
-		var err error
-		st.rows, st.vs, err = lc.rd.AppendColumn(int(c.col), st.rows[:0], st.vs[:0])
-		if err != nil {
+		col := &st.cols[ci]
+		col.Rows, col.Values, col.Histograms, col.FloatHistograms = col.Rows[:0], col.Values[:0], col.Histograms[:0], col.FloatHistograms[:0]
+		if err := lc.rd.ReadColumn(int(c.col), col); err != nil {
 			return fmt.Errorf("source %s: %w", m.srcs[lc.src].b.Dir(), err)
 		}
-		for k, r := range st.rows {
+		for k, r := range col.Rows {
 			o := lc.rowMap[r]
 			if o < 0 {
 				continue
 			}
-			st.vals[o], st.owner[o], st.stamp[o] = st.vs[k], int32(lc.src), st.gen
+			st.slot[o], st.idx[o], st.owner[o], st.stamp[o] = int32(ci), int32(k), int32(lc.src), st.gen
 			first, last = min(first, int(o)), max(last, int(o))
 		}
 	}
@@ -257,17 +280,76 @@ func (m *merger) sharedColumn(gw *block.GroupWriter, win []int64, cs []candidate
 	if m.del.any {
 		dead = m.del.dead[mm]
 	}
-	st.orows, st.ovals = st.orows[:0], st.ovals[:0]
+	var kinds [3]int // samples left by kind
 	for o := first; o <= last; o++ {
-		if st.stamp[o] == st.gen && (dead == nil || !deadAt(dead, win[o])) {
-			st.orows = append(st.orows, int32(o))
-			st.ovals = append(st.ovals, st.vals[o])
+		if st.stamp[o] != st.gen {
+			continue
+		}
+		if dead != nil && deadAt(dead, win[o]) {
+			st.stamp[o] = 0
+			continue
+		}
+		kinds[st.cols[st.slot[o]].Kind()]++
+	}
+	keep := block.KindFloat // the kind of most samples, the first of a tie
+	for k := range kinds {
+		if kinds[k] > kinds[keep] {
+			keep = block.Kind(k)
 		}
 	}
-	if len(st.orows) == 0 {
+	if kinds[keep] == 0 {
 		return nil
 	}
-	return gw.AddColumn(m.written(mm), st.orows, st.ovals)
+	wm := m.written(mm)
+	st.orows, st.ovals, st.ohs, st.ofhs = st.orows[:0], st.ovals[:0], st.ohs[:0], st.ofhs[:0]
+	for o := first; o <= last; o++ {
+		if st.stamp[o] != st.gen {
+			continue
+		}
+		c, i := &st.cols[st.slot[o]], int(st.idx[o])
+		if c.Kind() != keep {
+			st.spill(wm, win[o], c, i)
+			continue
+		}
+		st.orows = append(st.orows, int32(o))
+		switch keep {
+		case block.KindHistogram:
+			st.ohs = append(st.ohs, c.Histograms[i])
+		case block.KindFloatHistogram:
+			st.ofhs = append(st.ofhs, c.FloatHistograms[i])
+		default:
+			st.ovals = append(st.ovals, c.Values[i])
+		}
+	}
+	switch keep {
+	case block.KindHistogram:
+		return gw.AddHistogramColumn(wm, st.orows, st.ohs)
+	case block.KindFloatHistogram:
+		return gw.AddFloatHistogramColumn(wm, st.orows, st.ofhs)
+	}
+	return gw.AddColumn(wm, st.orows, st.ovals)
+}
+
+// spill adds sample i of c, at t, to the table of member's samples of c's kind (copying a histogram).
+func (st *sharedState) spill(member int, t int64, c *block.Column, i int) {
+	k := c.Kind()
+	x := slices.IndexFunc(st.spills, func(tb block.Table) bool { return tb.Columns[0].Member == member && tb.Columns[0].Kind() == k })
+	if x < 0 {
+		x = len(st.spills)
+		st.spills = append(st.spills, block.Table{Columns: []block.Column{{Member: member}}})
+	}
+	tb := &st.spills[x]
+	sc := &tb.Columns[0]
+	sc.Rows = append(sc.Rows, int32(len(tb.Timestamps)))
+	tb.Timestamps = append(tb.Timestamps, t)
+	switch k {
+	case block.KindHistogram:
+		sc.Histograms = append(sc.Histograms, c.Histograms[i].Copy())
+	case block.KindFloatHistogram:
+		sc.FloatHistograms = append(sc.FloatHistograms, c.FloatHistograms[i].Copy())
+	default:
+		sc.Values = append(sc.Values, c.Values[i])
+	}
 }
 
 // applyShadows drops the member's samples in the output chunk that a source listed later holds in an unaligned table.
@@ -288,7 +370,7 @@ func (m *merger) applyShadows(win []int64, mm int) error {
 				continue
 			}
 			var err error
-			if st.rows, st.vs, err = m.rd.AppendColumn(k, st.rows[:0], st.vs[:0]); err != nil {
+			if st.rows, err = m.rd.AppendRows(k, st.rows[:0]); err != nil {
 				return fmt.Errorf("source %s: %w", s.b.Dir(), err)
 			}
 			ts := m.rd.Timestamps()

@@ -15,16 +15,17 @@ type unalignedState struct {
 	outs    [][]piece
 	open    []int // merged member → output table open for appending, -1 if none
 	openPos []int // merged member → position in order of the source that filled open
-	tab     block.Table
+	tabs    []block.Table
+	ntab    int // tables of tabs in use (readPieces)
 	drop    []int64
 	rows    []int32
-	vals    []float64
 }
 
 // concatUnaligned writes the unaligned tables of a merge whose sources do not
 // overlap in time: a member's single-column tables are concatenated across
-// sources (each source's are later than the previous ones); other tables are
-// carried over. Each output table (one series) is decoded whole.
+// sources (each source's are later than the previous ones), into one table
+// while its samples keep their kind; other tables are carried over. Each
+// output table (one series) is decoded whole.
 func (m *merger) concatUnaligned(gw *block.GroupWriter) error {
 	u := &m.unaligned
 	u.outs = u.outs[:0]
@@ -53,40 +54,78 @@ func (m *merger) concatUnaligned(gw *block.GroupWriter) error {
 		}
 	}
 	for _, ps := range u.outs {
-		tab := &u.tab
-		tab.Timestamps, tab.Columns = tab.Timestamps[:0], tab.Columns[:0]
-		for _, p := range ps {
-			if err := m.readTable(p, tab); err != nil {
+		if err := m.readPieces(ps); err != nil {
+			return err
+		}
+		for i := range u.ntab {
+			tab := &u.tabs[i]
+			if len(tab.Timestamps) == 0 || !m.withoutDeleted(tab) {
+				continue
+			}
+			if err := gw.WriteTable(tab); err != nil {
 				return err
 			}
 		}
-		if !m.withoutDeleted(tab) {
-			continue
-		}
-		if err := gw.WriteTable(tab); err != nil {
+	}
+	return nil
+}
+
+// readPieces reads the source tables ps one after the other into
+// u.tabs[:u.ntab]: one table, or a table more wherever a chunk holds a
+// column of another kind than its member's column in the table being read
+// (a series that turned from floats into native histograms).
+func (m *merger) readPieces(ps []piece) error {
+	m.unaligned.ntab = 0
+	m.newTable()
+	for _, p := range ps {
+		if err := m.readTable(p); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// readTable appends the rows of source table p to tab, its columns by merged member.
-func (m *merger) readTable(p piece, tab *block.Table) error {
+// newTable starts the next table of u.tabs, reusing its buffers.
+func (m *merger) newTable() *block.Table {
+	u := &m.unaligned
+	if u.ntab == len(u.tabs) {
+		u.tabs = append(u.tabs, block.Table{})
+	}
+	tab := &u.tabs[u.ntab]
+	u.ntab++
+	tab.Timestamps, tab.Columns = tab.Timestamps[:0], tab.Columns[:0]
+	return tab
+}
+
+// readTable appends the rows of source table p to the last table of
+// u.tabs, its columns by merged member, starting a new table where a chunk
+// holds a column of another kind than its member's column in the last one.
+func (m *merger) readTable(p piece) error {
+	u := &m.unaligned
 	s := &m.srcs[p.src]
 	for _, c := range s.tables[p.table] {
 		if err := m.rd.Reset(s.b, c); err != nil {
 			return fmt.Errorf("source %s: %w", s.b.Dir(), err)
 		}
+		tab := &u.tabs[u.ntab-1]
+		for k := range m.rd.NumColumns() {
+			mm := int(s.remap[m.rd.Member(k)]) // tableMembers checked the member
+			if ci := columnOf(tab, mm); ci >= 0 && len(tab.Columns[ci].Rows) > 0 && tab.Columns[ci].Kind() != m.rd.Kind(k) {
+				tab = m.newTable()
+				break
+			}
+		}
 		base := int32(len(tab.Timestamps))
 		tab.Timestamps = append(tab.Timestamps, m.rd.Timestamps()...)
 		for k := range m.rd.NumColumns() {
-			mm := int(s.remap[m.rd.Member(k)]) // tableMembers checked the member
-			ci := slices.IndexFunc(tab.Columns, func(c block.Column) bool { return c.Member == mm })
+			mm := int(s.remap[m.rd.Member(k)])
+			ci := columnOf(tab, mm)
 			if ci < 0 {
 				ci = len(tab.Columns)
 				if ci < cap(tab.Columns) {
 					tab.Columns = tab.Columns[:ci+1]
-					tab.Columns[ci].Rows, tab.Columns[ci].Values = tab.Columns[ci].Rows[:0], tab.Columns[ci].Values[:0]
+					c := &tab.Columns[ci]
+					c.Rows, c.Values, c.Histograms, c.FloatHistograms = c.Rows[:0], c.Values[:0], c.Histograms[:0], c.FloatHistograms[:0]
 				} else {
 					tab.Columns = append(tab.Columns, block.Column{})
 				}
@@ -94,8 +133,7 @@ func (m *merger) readTable(p piece, tab *block.Table) error {
 			}
 			col := &tab.Columns[ci]
 			r0 := len(col.Rows)
-			var err error
-			if col.Rows, col.Values, err = m.rd.AppendColumn(k, col.Rows, col.Values); err != nil {
+			if err := m.rd.ReadColumn(k, col); err != nil {
 				return fmt.Errorf("source %s: %w", s.b.Dir(), err)
 			}
 			for j := r0; j < len(col.Rows); j++ {
@@ -104,6 +142,43 @@ func (m *merger) readTable(p piece, tab *block.Table) error {
 		}
 	}
 	return nil
+}
+
+// columnOf returns the index of member's column in tab, or -1.
+func columnOf(tab *block.Table, member int) int {
+	return slices.IndexFunc(tab.Columns, func(c block.Column) bool { return c.Member == member })
+}
+
+// keepSamples keeps, in order, the samples of c whose row keep accepts. It
+// swaps histograms instead of copying them, so that no histogram is held
+// twice by the slice and its spare capacity (which ReadColumn reuses).
+func keepSamples(c *block.Column, keep func(r int32) bool) {
+	kind := c.Kind()
+	w := 0
+	for k, r := range c.Rows {
+		if !keep(r) {
+			continue
+		}
+		c.Rows[w] = r
+		switch kind {
+		case block.KindHistogram:
+			c.Histograms[w], c.Histograms[k] = c.Histograms[k], c.Histograms[w]
+		case block.KindFloatHistogram:
+			c.FloatHistograms[w], c.FloatHistograms[k] = c.FloatHistograms[k], c.FloatHistograms[w]
+		default:
+			c.Values[w] = c.Values[k]
+		}
+		w++
+	}
+	c.Rows = c.Rows[:w]
+	switch kind {
+	case block.KindHistogram:
+		c.Histograms = c.Histograms[:w]
+	case block.KindFloatHistogram:
+		c.FloatHistograms = c.FloatHistograms[:w]
+	default:
+		c.Values = c.Values[:w]
+	}
 }
 
 // overlappingUnaligned writes the unaligned tables of a merge whose sources
@@ -118,19 +193,20 @@ func (m *merger) overlappingUnaligned(gw *block.GroupWriter) error {
 			continue
 		}
 		for ti := 1; ti < len(s.tables); ti++ {
-			tab := &u.tab
-			tab.Timestamps, tab.Columns = tab.Timestamps[:0], tab.Columns[:0]
-			if err := m.readTable(piece{i, ti}, tab); err != nil {
+			if err := m.readPieces([]piece{{i, ti}}); err != nil {
 				return err
 			}
-			for ci := range tab.Columns {
-				if err := m.dropShadowed(i, tab, &tab.Columns[ci]); err != nil {
-					return err
+			for x := range u.ntab {
+				tab := &u.tabs[x]
+				for ci := range tab.Columns {
+					if err := m.dropShadowed(i, tab, &tab.Columns[ci]); err != nil {
+						return err
+					}
 				}
-			}
-			if m.withoutDeleted(tab) && compactTable(tab) {
-				if err := gw.WriteTable(tab); err != nil {
-					return err
+				if m.withoutDeleted(tab) && compactTable(tab) {
+					if err := gw.WriteTable(tab); err != nil {
+						return err
+					}
 				}
 			}
 		}
@@ -171,7 +247,7 @@ func (m *merger) dropShadowed(i int, tab *block.Table, col *block.Column) error 
 					continue
 				}
 				var err error
-				if u.rows, u.vals, err = m.rd.AppendColumn(k, u.rows[:0], u.vals[:0]); err != nil {
+				if u.rows, err = m.rd.AppendRows(k, u.rows[:0]); err != nil {
 					return fmt.Errorf("source %s: %w", s.b.Dir(), err)
 				}
 				ts := m.rd.Timestamps()
@@ -185,15 +261,10 @@ func (m *merger) dropShadowed(i int, tab *block.Table, col *block.Column) error 
 		return nil
 	}
 	slices.Sort(u.drop)
-	w := 0
-	for k, r := range col.Rows {
-		if _, found := slices.BinarySearch(u.drop, tab.Timestamps[r]); found {
-			continue
-		}
-		col.Rows[w], col.Values[w] = r, col.Values[k]
-		w++
-	}
-	col.Rows, col.Values = col.Rows[:w], col.Values[:w]
+	keepSamples(col, func(r int32) bool {
+		_, found := slices.BinarySearch(u.drop, tab.Timestamps[r])
+		return !found
+	})
 	return nil
 }
 

@@ -7,6 +7,7 @@ package block
 
 import (
 	"errors"
+	"fmt"
 	"hash/crc32"
 
 	"github.com/prometheus/prometheus/model/histogram"
@@ -23,10 +24,11 @@ const (
 // FormatVersion is the version written to meta.json and to each binary file.
 // Version 2 added integer and derived column stats (stat mask bits 4 and 5)
 // and order-0 decimal streams; version 3 added stepped decimal residuals
-// (bit 7 of the order byte); version 4 Rice-coded decimal residuals (bit 6).
-// Older blocks are read as they are, and a tandem that knows an older
-// version refuses newer blocks.
-const FormatVersion = 4
+// (bit 7 of the order byte); version 4 Rice-coded decimal residuals (bit 6);
+// version 5 native histogram columns (column types 4 and 5). Older blocks are
+// read as they are, and a tandem that knows an older version refuses newer
+// blocks.
+const FormatVersion = 5
 
 // minFormatVersion is the oldest version this code reads.
 const minFormatVersion = 1
@@ -54,15 +56,51 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // ErrCorrupt is wrapped by every error that reports malformed block data.
 var ErrCorrupt = errors.New("block: corrupt data")
 
-// Column is one member's samples in a table: the rows where the member has a value and the values.
+// Column is one member's samples in a table: the rows where the member has a
+// sample and the samples, of one kind: exactly one of Values, Histograms and
+// FloatHistograms has len(Rows) entries, the others none.
 type Column struct {
 	Member int       // index into Group.Members
-	Rows   []int32   // indices into Table.Timestamps where the member has a value, strictly ascending
-	Values []float64 // len(Values) == len(Rows); every bit pattern round-trips
-	// Histograms or FloatHistograms hold a native histogram column's samples
-	// instead of Values: a column holds one kind.
-	Histograms      []*histogram.Histogram
+	Rows   []int32   // indices into Table.Timestamps where the member has a sample, strictly ascending
+	Values []float64 // float samples; every bit pattern round-trips
+	// Histograms are integer native histograms (non-nil); every field
+	// round-trips bit for bit, except that CounterResetHint keeps its two
+	// low bits (every defined hint).
+	Histograms []*histogram.Histogram
+	// FloatHistograms are float native histograms (non-nil), kept as Histograms are.
 	FloatHistograms []*histogram.FloatHistogram
+}
+
+// Kind is the kind of the samples of a column.
+type Kind uint8
+
+// The kinds of columns.
+const (
+	KindFloat          Kind = iota // float64 values (Column.Values)
+	KindHistogram                  // integer native histograms (Column.Histograms)
+	KindFloatHistogram             // float native histograms (Column.FloatHistograms)
+)
+
+var kindNames = [...]string{KindFloat: "float", KindHistogram: "histogram", KindFloatHistogram: "floathistogram"}
+
+// String returns the kind's name: float, histogram or floathistogram.
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("Kind(%d)", k)
+}
+
+// Kind returns the kind of the column's samples: that of its non-empty
+// sample slice, KindFloat when all are empty.
+func (c *Column) Kind() Kind {
+	switch {
+	case len(c.Histograms) > 0:
+		return KindHistogram
+	case len(c.FloatHistograms) > 0:
+		return KindFloatHistogram
+	}
+	return KindFloat
 }
 
 // Table is a set of columns sharing one timestamp column.
@@ -125,15 +163,26 @@ type WriteOptions struct {
 
 // ChunkStat summarises one member's column in one chunk, read from the chunk's header.
 //
-// Count includes every sample. First and Last are the first and last values,
-// bit-exact (a staleness marker stays one). Min, Max and Sum are computed
-// over the samples that are not NaN (so staleness markers and other NaNs are
-// excluded), in time order with float64 addition; when every sample is NaN
-// they are NaN. Min and Max keep the earliest of equal values (-0 vs +0).
+// Count includes every sample. For a float column (Kind KindFloat), First
+// and Last are the first and last values, bit-exact (a staleness marker stays
+// one). Min, Max and Sum are computed over the samples that are not NaN (so
+// staleness markers and other NaNs are excluded), in time order with float64
+// addition; when every sample is NaN they are NaN. Min and Max keep the
+// earliest of equal values (-0 vs +0). A histogram column has no float
+// statistics (they are NaN): HistFirst and HistLast describe its first and
+// last histograms instead.
 type ChunkStat struct {
 	MinT, MaxT                 int64 // the member's first and last timestamp in the chunk
 	Count                      int
+	Kind                       Kind // the column's kind: check it before reading the float statistics
 	Min, Max, Sum, First, Last float64
+	HistFirst, HistLast        HistStat // histogram columns only
+}
+
+// HistStat is the Count and Sum of one native histogram, bit-exact (an
+// integer histogram's Count as a float64).
+type HistStat struct {
+	Count, Sum float64
 }
 
 // Inspection describes a block's groups and how their columns are encoded.
@@ -164,6 +213,6 @@ type ColumnInspection struct {
 	Chunks    int
 	Samples   int
 	Bytes     int            // column header and data
-	Encodings map[string]int // chunks per value encoding name
+	Encodings map[string]int // chunks per value encoding name (const, xor, decimal), or kind for histogram columns (histogram, floathistogram)
 	Presence  map[string]int // chunks per presence kind name
 }

@@ -9,6 +9,8 @@ import (
 	"math/bits"
 	"slices"
 
+	"github.com/prometheus/prometheus/model/histogram"
+
 	"github.com/tandem-tsdb/tandem/tsdb/encoding"
 )
 
@@ -19,11 +21,15 @@ const (
 	tsDoD     = 0 // delta-of-delta timestamp column
 	tsRegular = 1 // start (the chunk's minT) and step
 
-	colFloat = 1 // float64 value column; native histograms will get their own type
+	colFloat = 1 // float64 value column
 	// Constant float64 columns in every row (version 3): the value, nothing
 	// else; stats are the value, sum is value × rows.
 	colConstInt   = 2 // signed varint
 	colConstFloat = 3 // f64
+	// Native histogram columns (version 5): presence, the first and last
+	// histograms' count and sum, and the tsdb/encoding histogram stream.
+	colHistogram      = 4 // integer histograms (encoding.HistogramEncoder)
+	colFloatHistogram = 5 // float histograms (encoding.FloatHistogramEncoder)
 
 	presAll    = 0
 	presRun    = 1
@@ -32,6 +38,7 @@ const (
 	encConst   = 0
 	encXOR     = 1
 	encDecimal = 2
+	encNone    = 0xff // in memory only: a histogram column has no value encoding byte
 
 	statMin  = 1 << 0
 	statMax  = 1 << 1
@@ -57,11 +64,25 @@ func encName(e byte) string {
 	return fmt.Sprintf("unknown(%d)", e)
 }
 
-// colInput is one column restricted to a chunk: rows relative to the chunk's first row.
+// colInput is one column restricted to a chunk: rows relative to the chunk's
+// first row, and the samples of one kind (see Column).
 type colInput struct {
 	member int
 	rows   []int32
 	vals   []float64
+	hs     []*histogram.Histogram
+	fhs    []*histogram.FloatHistogram
+}
+
+// kind returns the kind of c's samples.
+func (c *colInput) kind() Kind {
+	switch {
+	case len(c.hs) > 0:
+		return KindHistogram
+	case len(c.fhs) > 0:
+		return KindFloatHistogram
+	}
+	return KindFloat
 }
 
 // chunkEncoder builds chunk bodies, reusing its buffers: begin, then add
@@ -71,6 +92,8 @@ type chunkEncoder struct {
 	maxScale int
 	ts       encoding.TSEncoder
 	xor      encoding.XOREncoder
+	hist     encoding.HistogramEncoder
+	fhist    encoding.FloatHistogramEncoder
 	ms       []int64
 	dec      []byte
 	head     []byte
@@ -104,13 +127,15 @@ func colStats(vals []float64) (mn, mx, sum float64) {
 }
 
 // encode appends the body of a chunk with timestamps ts and columns cols (sorted by member, non-empty) to dst.
-func (e *chunkEncoder) encode(dst []byte, ts []int64, cols []colInput) []byte {
+func (e *chunkEncoder) encode(dst []byte, ts []int64, cols []colInput) ([]byte, error) {
 	e.begin(ts)
 	for _, c := range cols {
-		e.add(c)
+		if err := e.add(c); err != nil {
+			return dst, err
+		}
 	}
 	e.finish()
-	return append(append(dst, e.head...), e.area...)
+	return append(append(dst, e.head...), e.area...), nil
 }
 
 // begin starts a chunk with timestamps ts (kept until finish): its header goes to e.head.
@@ -148,11 +173,23 @@ func (e *chunkEncoder) begin(ts []int64) {
 	e.area, e.offs, e.members = e.area[:0], e.offs[:0], e.members[:0]
 }
 
-// add encodes column c (non-empty, its member above the previous column's) into e.area.
-func (e *chunkEncoder) add(c colInput) {
-	e.offs = append(e.offs, uint64(len(e.area)))
+// add encodes column c (non-empty, its member above the previous column's)
+// into e.area; on error (histogram spans that do not describe their
+// buckets) nothing is added.
+func (e *chunkEncoder) add(c colInput) error {
+	off := len(e.area)
+	if k := c.kind(); k != KindFloat {
+		area, err := e.encodeHistColumn(e.area, e.rows, c, k)
+		if err != nil {
+			return err
+		}
+		e.area = area
+	} else {
+		e.area = e.encodeColumn(e.area, e.rows, c)
+	}
+	e.offs = append(e.offs, uint64(off))
 	e.members = append(e.members, c.member)
-	e.area = e.encodeColumn(e.area, e.rows, c)
+	return nil
 }
 
 // finish appends the column count and directory to e.head; the chunk has at least one column.
@@ -177,27 +214,7 @@ func (e *chunkEncoder) encodeColumn(dst []byte, ts []int64, c colInput) []byte {
 		}
 		return binary.LittleEndian.AppendUint64(append(dst, colConstFloat), math.Float64bits(v))
 	}
-	dst = append(dst, colFloat)
-	first, last := int(c.rows[0]), int(c.rows[n-1])
-	switch {
-	case n == rows:
-		dst = append(dst, presAll)
-	case last-first+1 == n:
-		dst = append(dst, presRun)
-		dst = binary.AppendUvarint(dst, uint64(first))
-		dst = binary.AppendUvarint(dst, uint64(n))
-	default:
-		dst = append(dst, presBitmap)
-		start := len(dst)
-		dst = append(dst, make([]byte, (rows+7)/8)...)
-		for _, r := range c.rows {
-			dst[start+int(r)/8] |= 0x80 >> (uint(r) % 8)
-		}
-	}
-	if n != rows {
-		dst = binary.AppendUvarint(dst, uint64(ts[first]-ts[0]))
-		dst = binary.AppendUvarint(dst, uint64(ts[rows-1]-ts[last]))
-	}
+	dst = appendPresence(append(dst, colFloat), ts, c.rows)
 	mn, mx, sum := colStats(c.vals)
 	fv, lv := c.vals[0], c.vals[n-1]
 	fb := math.Float64bits(fv)
@@ -257,6 +274,31 @@ func (e *chunkEncoder) encodeColumn(dst []byte, ts []int64, c colInput) []byte {
 	dst = append(dst, enc)
 	dst = binary.AppendUvarint(dst, uint64(len(best)))
 	return append(dst, best...)
+}
+
+// appendPresence appends the presence of a column with rows (non-empty,
+// ascending) in a chunk with timestamps ts and, unless it is every row, the
+// column's first and last timestamps relative to the chunk's.
+func appendPresence(dst []byte, ts []int64, crows []int32) []byte {
+	rows, n := len(ts), len(crows)
+	first, last := int(crows[0]), int(crows[n-1])
+	switch {
+	case n == rows:
+		return append(dst, presAll)
+	case last-first+1 == n:
+		dst = append(dst, presRun)
+		dst = binary.AppendUvarint(dst, uint64(first))
+		dst = binary.AppendUvarint(dst, uint64(n))
+	default:
+		dst = append(dst, presBitmap)
+		start := len(dst)
+		dst = append(dst, make([]byte, (rows+7)/8)...)
+		for _, r := range crows {
+			dst[start+int(r)/8] |= 0x80 >> (uint(r) % 8)
+		}
+	}
+	dst = binary.AppendUvarint(dst, uint64(ts[first]-ts[0]))
+	return binary.AppendUvarint(dst, uint64(ts[rows-1]-ts[last]))
 }
 
 // constantAll returns the value of a column that holds one value (bit for
@@ -376,13 +418,15 @@ func (c *chunkView) find(member int) int {
 // colView is a parsed column header; its slices alias the chunk body.
 type colView struct {
 	member                     int
+	kind                       Kind
 	presence                   byte
 	runFirst                   int
 	count                      int
 	bitmap                     []byte
 	minT, maxT                 int64
 	first, min, max, sum, last float64
-	enc                        byte
+	enc                        byte // encNone for histogram columns
+	hFirst, hLast              HistStat
 	data                       []byte
 	size                       int // bytes of header and data
 }
@@ -415,36 +459,13 @@ func (c *chunkView) column(i int) (colView, error) {
 		v.sum = x * float64(c.rows)
 		v.size = start - len(d.b)
 		return v, nil
+	case t == colHistogram || t == colFloatHistogram:
+		return c.histColumn(i, t, d, start, v)
 	case t != colFloat:
 		return v, fmt.Errorf("column %d: unknown column type %d: %w", i, t, ErrCorrupt)
 	}
-	v.presence = d.byte1()
-	v.minT, v.maxT = c.minT, c.maxT
-	switch v.presence {
-	case presAll:
-		v.count = c.rows
-	case presRun:
-		v.runFirst = d.uvarintInt(c.rows)
-		v.count = d.uvarintInt(c.rows)
-		if d.err == nil && (v.count == 0 || v.runFirst+v.count > c.rows) {
-			return v, fmt.Errorf("column %d: run %d+%d of %d rows: %w", i, v.runFirst, v.count, c.rows, ErrCorrupt)
-		}
-	case presBitmap:
-		v.bitmap = d.bytes((c.rows + 7) / 8)
-		for _, b := range v.bitmap {
-			v.count += bits.OnesCount8(b)
-		}
-		if d.err == nil && (v.count == 0 || (c.rows%8 != 0 && v.bitmap[len(v.bitmap)-1]&(0xff>>uint(c.rows%8)) != 0)) {
-			return v, fmt.Errorf("column %d: bad presence bitmap: %w", i, ErrCorrupt)
-		}
-	default:
-		if d.err == nil {
-			return v, fmt.Errorf("column %d: unknown presence %d: %w", i, v.presence, ErrCorrupt)
-		}
-	}
-	if v.presence != presAll {
-		v.minT += int64(d.uvarint())
-		v.maxT -= int64(d.uvarint())
+	if err := c.presence(i, &d, &v); err != nil {
+		return v, err
 	}
 	mask := d.byte1()
 	ints := mask&statInts != 0
@@ -485,6 +506,40 @@ func (c *chunkView) column(i int) (colView, error) {
 	return v, nil
 }
 
+// presence parses the presence of column i (whose header d is at), the
+// column's sample count and its first and last timestamps into v.
+func (c *chunkView) presence(i int, d *decbuf, v *colView) error {
+	v.presence = d.byte1()
+	v.minT, v.maxT = c.minT, c.maxT
+	switch v.presence {
+	case presAll:
+		v.count = c.rows
+	case presRun:
+		v.runFirst = d.uvarintInt(c.rows)
+		v.count = d.uvarintInt(c.rows)
+		if d.err == nil && (v.count == 0 || v.runFirst+v.count > c.rows) {
+			return fmt.Errorf("column %d: run %d+%d of %d rows: %w", i, v.runFirst, v.count, c.rows, ErrCorrupt)
+		}
+	case presBitmap:
+		v.bitmap = d.bytes((c.rows + 7) / 8)
+		for _, b := range v.bitmap {
+			v.count += bits.OnesCount8(b)
+		}
+		if d.err == nil && (v.count == 0 || (c.rows%8 != 0 && v.bitmap[len(v.bitmap)-1]&(0xff>>uint(c.rows%8)) != 0)) {
+			return fmt.Errorf("column %d: bad presence bitmap: %w", i, ErrCorrupt)
+		}
+	default:
+		if d.err == nil {
+			return fmt.Errorf("column %d: unknown presence %d: %w", i, v.presence, ErrCorrupt)
+		}
+	}
+	if v.presence != presAll {
+		v.minT += int64(d.uvarint())
+		v.maxT -= int64(d.uvarint())
+	}
+	return nil
+}
+
 // colCursor iterates the samples of one column of one chunk.
 type colCursor struct {
 	ch  chunkView
@@ -495,8 +550,11 @@ type colCursor struct {
 	ts  encoding.TSDecoder
 	xor encoding.XORDecoder
 	dec encoding.DecimalDecoder
-	t   int64
-	v   float64
+	// Histogram columns: the current histogram stays in the decoder (At).
+	hdec encoding.HistogramDecoder
+	fdec encoding.FloatHistogramDecoder
+	t    int64
+	v    float64 // float columns
 }
 
 // reset starts iterating col of ch.
@@ -511,10 +569,14 @@ func (c *colCursor) reset(ch chunkView, col colView) {
 	if col.presence == presRun {
 		c.end = col.runFirst + col.count
 	}
-	switch col.enc {
-	case encXOR:
+	switch {
+	case col.kind == KindHistogram:
+		c.hdec.Reset(col.data, col.count)
+	case col.kind == KindFloatHistogram:
+		c.fdec.Reset(col.data, col.count)
+	case col.enc == encXOR:
 		c.xor.Reset(col.data, col.count)
-	case encDecimal:
+	case col.enc == encDecimal:
 		c.dec.Reset(col.data, col.count)
 	}
 }
@@ -547,6 +609,20 @@ func (c *colCursor) next() (bool, error) {
 			return false, fmt.Errorf("more present rows than values: %w", ErrCorrupt)
 		}
 		c.n++
+		switch {
+		case c.col.kind == KindHistogram:
+			if !c.hdec.Next() {
+				return false, fmt.Errorf("histograms: %w: %w", errOr(c.hdec.Err()), ErrCorrupt)
+			}
+			c.t = t
+			return true, nil
+		case c.col.kind == KindFloatHistogram:
+			if !c.fdec.Next() {
+				return false, fmt.Errorf("float histograms: %w: %w", errOr(c.fdec.Err()), ErrCorrupt)
+			}
+			c.t = t
+			return true, nil
+		}
 		switch c.col.enc {
 		case encConst:
 			c.v = c.col.first
@@ -568,9 +644,9 @@ func (c *colCursor) next() (bool, error) {
 }
 
 // bulk reports whether appendRange can take the column: regular timestamps,
-// contiguous rows, constant or decimal values.
+// contiguous rows, constant or decimal float values.
 func (c *colCursor) bulk() bool {
-	return c.ch.regular && c.col.presence != presBitmap && (c.col.enc == encConst || c.col.enc == encDecimal)
+	return c.col.kind == KindFloat && c.ch.regular && c.col.presence != presBitmap && (c.col.enc == encConst || c.col.enc == encDecimal)
 }
 
 // appendRange appends the column's samples in [mint, maxt] (a fresh cursor

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 )
@@ -201,14 +202,36 @@ func FuzzChunk(f *testing.F) {
 	for _, b := range chunkBodies(f, seedBlock(f))[:20] {
 		f.Add(b, uint16(0))
 	}
+	// Chunks with histogram columns: of a random block, and one of each kind of column.
+	hb := genHistBlock(rand.New(rand.NewPCG(9, 9)), 3)
+	dir := f.TempDir()
+	meta, err := Write(dir, hb.mint, hb.maxt, Groups(hb.groups), WriteOptions{ChunkRows: 40})
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, b := range chunkBodies(f, filepath.Join(dir, meta.ULID))[:20] {
+		f.Add(b, uint16(1))
+	}
 	var enc chunkEncoder
-	f.Add(enc.encode(nil, []int64{1, 2, 4}, []colInput{{member: 3, rows: []int32{0, 2}, vals: []float64{0.25, 0.5}}}), uint16(3))
+	rng := rand.New(rand.NewPCG(5, 5))
+	body, err := enc.encode(nil, []int64{1, 2, 4}, []colInput{
+		{member: 3, rows: []int32{0, 2}, vals: []float64{0.25, 0.5}},
+		{member: 4, rows: []int32{0, 1, 2}, hs: genHistograms(rng, 3)},
+		{member: 6, rows: []int32{1}, fhs: genFloatHistograms(rng, 1)},
+	})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(body, uint16(3))
 	f.Fuzz(func(t *testing.T, body []byte, member uint16) {
 		ch, err := parseChunk(body)
 		if err != nil {
 			return
 		}
 		var cc colCursor
+		var cd colDecoder
+		var h *histogram.Histogram
+		var fh *histogram.FloatHistogram
 		budget := 1 << 16
 		for i := 0; i < ch.ncols; i++ {
 			col, err := ch.column(i)
@@ -222,6 +245,17 @@ func FuzzChunk(f *testing.F) {
 				if !ok || err != nil {
 					break
 				}
+				switch col.kind {
+				case KindHistogram:
+					h = cc.hdec.At(h)
+				case KindFloatHistogram:
+					fh = cc.fdec.At(fh)
+				}
+			}
+			if col.count <= budget {
+				budget -= col.count
+				var c Column
+				cd.appendTo(ch, col, 0, &c)
 			}
 		}
 		ch.find(int(member))

@@ -80,7 +80,12 @@ func (b *Block) Group(key string) (g *Group, ok bool, err error) {
 // The result is in Write's input form: Tables[0] is the shared table (possibly
 // without rows), columns are sorted by member, and every chunk's CRC is
 // checked. Rows of a table where no member has a value are not stored in a
-// block, so they do not come back.
+// block, so they do not come back. A member whose column changes kind
+// between the chunks of a table (float samples, then histograms) keeps the
+// kind of its first chunk there; its samples of another kind in that table
+// come back in extra single-column tables after the block's ones, one per
+// table and kind. The histograms that dst's Histograms and FloatHistograms
+// slices hold in their capacity are decoded into and reused.
 func (b *Block) ReadGroup(key string, dst *Group) (ok bool, err error) {
 	id, ok, err := b.findGroup(key)
 	if !ok || err != nil {
@@ -113,6 +118,15 @@ type groupDecoder struct {
 	colIdx []int32 // member → index+1 into the current table's columns
 	ts     encoding.TSDecoder
 	cols   colDecoder
+	extra  []extraTable // the group's extra tables (see ReadGroup)
+}
+
+// extraTable is an extra table of a decoded group: the samples of member in
+// table (of the block) whose kind differs from the member's column there.
+type extraTable struct {
+	table, member int
+	kind          Kind
+	index         int // in Group.Tables
 }
 
 // decode reads group id into dst.
@@ -139,25 +153,62 @@ func (d *groupDecoder) decode(b *Block, id int, dst *Group) error {
 		dst.Tables = append(dst.Tables[:cap(dst.Tables)], make([]Table, ntab-cap(dst.Tables))...)
 	}
 	dst.Tables = dst.Tables[:ntab]
-	for ti := range dst.Tables {
+	d.extra = d.extra[:0]
+	for ti := range ntab {
 		tb := &dst.Tables[ti]
 		tb.Timestamps, tb.Columns = tb.Timestamps[:0], tb.Columns[:0]
 		clear(d.colIdx)
 		if ti >= len(tables) {
 			continue
 		}
+		nx := len(d.extra)
 		for _, cm := range tables[ti] {
-			if err := d.chunk(b, cm, tb); err != nil {
+			if err := d.chunk(b, cm, dst, ti); err != nil {
 				return fmt.Errorf("group %q table %d: %w", key, ti, err)
 			}
+		}
+		tb = &dst.Tables[ti] // extra tables may have moved the tables
+		if len(d.extra) > nx {
+			dropUnusedRows(tb)
 		}
 		slices.SortFunc(tb.Columns, func(x, y Column) int { return x.Member - y.Member })
 	}
 	return nil
 }
 
-// chunk appends the rows and columns of the chunk cm to tb.
-func (d *groupDecoder) chunk(b *Block, cm chunkMeta, tb *Table) error {
+// dropUnusedRows removes the rows of tb that no column uses, renumbering the columns' rows.
+func dropUnusedRows(tb *Table) {
+	newRow := make([]int32, len(tb.Timestamps))
+	for _, c := range tb.Columns {
+		for _, r := range c.Rows {
+			newRow[r] = 1
+		}
+	}
+	n := int32(0)
+	for r, used := range newRow {
+		if used != 0 {
+			tb.Timestamps[n] = tb.Timestamps[r]
+			newRow[r] = n
+			n++
+		}
+	}
+	tb.Timestamps = tb.Timestamps[:n]
+	for _, c := range tb.Columns {
+		for k, r := range c.Rows {
+			c.Rows[k] = newRow[r]
+		}
+	}
+}
+
+// resetColumn empties c for reuse as member's column.
+func resetColumn(c *Column, member int) {
+	c.Member = member
+	c.Rows, c.Values, c.Histograms, c.FloatHistograms = c.Rows[:0], c.Values[:0], c.Histograms[:0], c.FloatHistograms[:0]
+}
+
+// chunk appends the rows and columns of the chunk cm to table ti of dst.
+func (d *groupDecoder) chunk(b *Block, cm chunkMeta, dst *Group, ti int) error {
+	tb := &dst.Tables[ti]
 	body, _, err := b.chunkBody(cm.off, true)
 	if err != nil {
 		return err
@@ -179,7 +230,7 @@ func (d *groupDecoder) chunk(b *Block, cm chunkMeta, tb *Table) error {
 	for i := 0; i < ch.ncols; i++ {
 		col, err := ch.column(i)
 		if err == nil {
-			err = d.column(ch, col, base, tb)
+			err = d.column(ch, col, base, dst, ti)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: chunk at %d: %w", b.chunksPath, cm.off, err)
@@ -216,28 +267,29 @@ func appendTimestamps(ch chunkView, ts []int64, dec *encoding.TSDecoder) ([]int6
 	return ts, nil
 }
 
-// column appends col's rows (offset by base) and values to its member's column of tb.
-func (d *groupDecoder) column(ch chunkView, col colView, base int, tb *Table) error {
+// column appends col's rows (offset by base) and samples to its member's column of table ti of dst.
+func (d *groupDecoder) column(ch chunkView, col colView, base int, dst *Group, ti int) error {
 	if col.member >= len(d.colIdx) {
 		return fmt.Errorf("column of member %d in a group of %d: %w", col.member, len(d.colIdx), ErrCorrupt)
 	}
+	tb := &dst.Tables[ti]
 	k := d.colIdx[col.member] - 1
 	if k < 0 {
 		k = int32(len(tb.Columns))
 		if len(tb.Columns) < cap(tb.Columns) {
 			tb.Columns = tb.Columns[:k+1]
-			c := &tb.Columns[k]
-			c.Rows, c.Values = c.Rows[:0], c.Values[:0]
 		} else {
 			tb.Columns = append(tb.Columns, Column{})
 		}
-		tb.Columns[k].Member = col.member
+		resetColumn(&tb.Columns[k], col.member)
 		d.colIdx[col.member] = k + 1
 	}
 	c := &tb.Columns[k]
+	if len(c.Rows) > 0 && c.Kind() != col.kind {
+		return d.extraColumn(ch, col, base, dst, ti)
+	}
 	r0 := len(c.Rows)
-	var err error
-	if c.Rows, c.Values, err = d.cols.appendColumn(ch, col, base, c.Rows, c.Values); err != nil {
+	if err := d.cols.appendTo(ch, col, base, c); err != nil {
 		return err
 	}
 	if r0 > 0 && c.Rows[r0] <= c.Rows[r0-1] {
@@ -246,31 +298,80 @@ func (d *groupDecoder) column(ch chunkView, col colView, base int, tb *Table) er
 	return nil
 }
 
-// colDecoder decodes columns, reusing its value decoders.
-type colDecoder struct {
-	xor encoding.XORDecoder
-	dec encoding.DecimalDecoder
+// extraColumn appends col's samples, whose kind differs from their member's
+// column in table ti of dst, to the extra table for them.
+func (d *groupDecoder) extraColumn(ch chunkView, col colView, base int, dst *Group, ti int) error {
+	x := slices.IndexFunc(d.extra, func(e extraTable) bool { return e.table == ti && e.member == col.member && e.kind == col.kind })
+	if x < 0 {
+		n := len(dst.Tables)
+		if n < cap(dst.Tables) {
+			dst.Tables = dst.Tables[:n+1]
+		} else {
+			dst.Tables = append(dst.Tables, Table{})
+		}
+		et := &dst.Tables[n]
+		et.Timestamps = et.Timestamps[:0]
+		if cap(et.Columns) == 0 {
+			et.Columns = make([]Column, 1)
+		}
+		et.Columns = et.Columns[:1]
+		resetColumn(&et.Columns[0], col.member)
+		x = len(d.extra)
+		d.extra = append(d.extra, extraTable{table: ti, member: col.member, kind: col.kind, index: n})
+	}
+	et := &dst.Tables[d.extra[x].index]
+	c := &et.Columns[0]
+	r0 := len(c.Rows)
+	if err := d.cols.appendTo(ch, col, base, c); err != nil {
+		return err
+	}
+	ts := dst.Tables[ti].Timestamps
+	for j := r0; j < len(c.Rows); j++ {
+		t := ts[c.Rows[j]]
+		if n := len(et.Timestamps); n > 0 && t <= et.Timestamps[n-1] {
+			return fmt.Errorf("member %d: rows overlap the previous chunk: %w", col.member, ErrCorrupt)
+		}
+		et.Timestamps = append(et.Timestamps, t)
+		c.Rows[j] = int32(len(et.Timestamps) - 1)
+	}
+	return nil
 }
 
-// appendColumn appends col's rows (offset by base) and values to rows and vals.
-func (d *colDecoder) appendColumn(ch chunkView, col colView, base int, rows []int32, vals []float64) ([]int32, []float64, error) {
-	r0, v0 := len(rows), len(vals)
-	switch col.presence {
-	case presAll:
-		for r := 0; r < ch.rows; r++ {
-			rows = append(rows, int32(base+r))
-		}
-	case presRun:
-		for r := col.runFirst; r < col.runFirst+col.count; r++ {
-			rows = append(rows, int32(base+r))
-		}
-	case presBitmap:
-		for r := 0; r < ch.rows; r++ {
-			if col.bitmap[r>>3]&(0x80>>uint(r&7)) != 0 {
-				rows = append(rows, int32(base+r))
-			}
-		}
+// colDecoder decodes columns, reusing its value decoders.
+type colDecoder struct {
+	xor  encoding.XORDecoder
+	dec  encoding.DecimalDecoder
+	hdec encoding.HistogramDecoder
+	fdec encoding.FloatHistogramDecoder
+}
+
+// appendTo appends col's rows (offset by base) and samples to c, whose
+// samples, if any, are of col's kind.
+func (d *colDecoder) appendTo(ch chunkView, col colView, base int, c *Column) error {
+	if len(c.Rows) > 0 && c.Kind() != col.kind {
+		return fmt.Errorf("member %d: %s column appended to a %s one", col.member, col.kind, c.Kind())
 	}
+	if col.kind == KindFloat {
+		var err error
+		c.Rows, c.Values, err = d.appendColumn(ch, col, base, c.Rows, c.Values)
+		return err
+	}
+	r0 := len(c.Rows)
+	c.Rows = appendRows(ch, col, base, c.Rows)
+	if err := d.appendHistograms(col, c); err != nil {
+		c.Rows = c.Rows[:r0]
+		return err
+	}
+	return nil
+}
+
+// appendColumn appends the rows (offset by base) and values of col, a float column, to rows and vals.
+func (d *colDecoder) appendColumn(ch chunkView, col colView, base int, rows []int32, vals []float64) ([]int32, []float64, error) {
+	if col.kind != KindFloat {
+		return rows, vals, fmt.Errorf("member %d: a %s column read as floats", col.member, col.kind)
+	}
+	r0, v0 := len(rows), len(vals)
+	rows = appendRows(ch, col, base, rows)
 	switch col.enc {
 	case encConst:
 		for range col.count {
@@ -297,6 +398,27 @@ func (d *colDecoder) appendColumn(ch chunkView, col colView, base int, rows []in
 		return rows, vals, fmt.Errorf("member %d: %d rows but %d values: %w", col.member, len(rows)-r0, len(vals)-v0, ErrCorrupt)
 	}
 	return rows, vals, nil
+}
+
+// appendRows appends col's rows (offset by base) to rows.
+func appendRows(ch chunkView, col colView, base int, rows []int32) []int32 {
+	switch col.presence {
+	case presAll:
+		for r := 0; r < ch.rows; r++ {
+			rows = append(rows, int32(base+r))
+		}
+	case presRun:
+		for r := col.runFirst; r < col.runFirst+col.count; r++ {
+			rows = append(rows, int32(base+r))
+		}
+	case presBitmap:
+		for r := 0; r < ch.rows; r++ {
+			if col.bitmap[r>>3]&(0x80>>uint(r&7)) != 0 {
+				rows = append(rows, int32(base+r))
+			}
+		}
+	}
+	return rows
 }
 
 // errOr returns err, or errShort when the decoder stopped without one.

@@ -3,15 +3,20 @@ package block
 import (
 	"errors"
 	"fmt"
+	"slices"
 
+	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 )
 
 // GroupWriter writes the groups of a block that WriteStream is writing,
 // chunk by chunk: BeginGroup; for each table BeginTable, then its chunks
-// (BeginChunk, AddColumn per column in ascending member order, EndChunk)
-// or the whole table with WriteTable; EndGroup. Groups are not realigned
-// (see Write). Its methods check what Write checks and fail on misuse.
+// (BeginChunk, AddColumn, AddHistogramColumn or AddFloatHistogramColumn per
+// column in ascending member order, EndChunk) or the whole table with
+// WriteTable; EndGroup. A chunk's column holds samples of one kind, but a
+// member's columns in different chunks of a table may differ in kind. Groups
+// are not realigned (see Write). Its methods check what Write checks and
+// fail on misuse.
 type GroupWriter struct {
 	w       *blockWriter
 	gr      *groupRec // the open group (&rec), nil if none
@@ -82,31 +87,65 @@ func (g *GroupWriter) beginChunk(ts []int64) {
 	g.inChunk, g.chunkTS, g.member = true, ts, -1
 }
 
-// AddColumn adds member's column to the open chunk: rows (relative to the
-// chunk's first row, strictly ascending, at least one) and their values.
+// AddColumn adds member's float column to the open chunk: rows (relative to
+// the chunk's first row, strictly ascending, at least one) and their values.
 func (g *GroupWriter) AddColumn(member int, rows []int32, vals []float64) error {
+	if err := g.checkColumn(member, rows, len(vals), "values"); err != nil {
+		return err
+	}
+	return g.addColumn(colInput{member: member, rows: rows, vals: vals})
+}
+
+// AddHistogramColumn adds member's column of integer native histograms
+// (non-nil, encoded before it returns) to the open chunk, as AddColumn adds
+// float values; the spans of each histogram must describe its buckets.
+func (g *GroupWriter) AddHistogramColumn(member int, rows []int32, hs []*histogram.Histogram) error {
+	if err := g.checkColumn(member, rows, len(hs), "histograms"); err != nil {
+		return err
+	}
+	if i := slices.Index(hs, nil); i >= 0 {
+		return fmt.Errorf("group %q table %d member %d: nil histogram at %d", g.gr.key, g.ti, member, i)
+	}
+	return g.addColumn(colInput{member: member, rows: rows, hs: hs})
+}
+
+// AddFloatHistogramColumn adds member's column of float native histograms, as AddHistogramColumn adds integer ones.
+func (g *GroupWriter) AddFloatHistogramColumn(member int, rows []int32, fhs []*histogram.FloatHistogram) error {
+	if err := g.checkColumn(member, rows, len(fhs), "float histograms"); err != nil {
+		return err
+	}
+	if i := slices.Index(fhs, nil); i >= 0 {
+		return fmt.Errorf("group %q table %d member %d: nil float histogram at %d", g.gr.key, g.ti, member, i)
+	}
+	return g.addColumn(colInput{member: member, rows: rows, fhs: fhs})
+}
+
+// checkColumn checks a column of member with rows and n samples (what they are) added to the open chunk.
+func (g *GroupWriter) checkColumn(member int, rows []int32, n int, what string) error {
 	if !g.inChunk {
 		return fmt.Errorf("add column: %w", errOrder)
 	}
 	if member <= g.member || member >= len(g.gr.members) {
 		return fmt.Errorf("group %q table %d: member %d after %d of %d", g.gr.key, g.ti, member, g.member, len(g.gr.members))
 	}
-	if len(rows) == 0 || len(rows) != len(vals) {
-		return fmt.Errorf("group %q table %d member %d: %d rows but %d values", g.gr.key, g.ti, member, len(rows), len(vals))
+	if len(rows) == 0 || len(rows) != n {
+		return fmt.Errorf("group %q table %d member %d: %d rows but %d %s", g.gr.key, g.ti, member, len(rows), n, what)
 	}
 	for i, r := range rows {
 		if r < 0 || int(r) >= len(g.chunkTS) || (i > 0 && r <= rows[i-1]) {
 			return fmt.Errorf("group %q table %d member %d: bad row %d at %d", g.gr.key, g.ti, member, r, i)
 		}
 	}
-	g.addColumn(colInput{member: member, rows: rows, vals: vals})
 	return nil
 }
 
-func (g *GroupWriter) addColumn(c colInput) {
-	g.w.enc.add(c)
+func (g *GroupWriter) addColumn(c colInput) error {
+	if err := g.w.enc.add(c); err != nil {
+		return fmt.Errorf("group %q table %d: %w", g.gr.key, g.ti, err)
+	}
 	g.member = c.member
 	g.w.meta.Stats.NumSamples += uint64(len(c.rows))
+	return nil
 }
 
 // EndChunk writes the open chunk; a chunk without columns is dropped.
@@ -204,7 +243,16 @@ func (g *GroupWriter) writeTable(tb *Table) error {
 			for _, r := range c.Rows[p:q] {
 				g.rel = append(g.rel, r-int32(r0))
 			}
-			g.cols = append(g.cols, colInput{member: c.Member, rows: g.rel[s:len(g.rel):len(g.rel)], vals: c.Values[p:q]})
+			ci := colInput{member: c.Member, rows: g.rel[s:len(g.rel):len(g.rel)]}
+			switch c.Kind() {
+			case KindHistogram:
+				ci.hs = c.Histograms[p:q]
+			case KindFloatHistogram:
+				ci.fhs = c.FloatHistograms[p:q]
+			default:
+				ci.vals = c.Values[p:q]
+			}
+			g.cols = append(g.cols, ci)
 		}
 		if len(g.cols) == 0 {
 			continue
@@ -212,7 +260,10 @@ func (g *GroupWriter) writeTable(tb *Table) error {
 		sortColumns(g.cols)
 		g.beginChunk(tb.Timestamps[r0:r1])
 		for _, c := range g.cols {
-			g.addColumn(c)
+			if err := g.addColumn(c); err != nil {
+				g.inChunk = false
+				return err
+			}
 		}
 		if err := g.EndChunk(); err != nil {
 			return err
@@ -237,14 +288,35 @@ func validateTable(key string, ti int, tb *Table, nm int, mint, maxt int64) erro
 			return fmt.Errorf("group %q table %d: bad or repeated member %d", key, ti, c.Member)
 		}
 		seen[c.Member] = true
-		if len(c.Rows) != len(c.Values) {
-			return fmt.Errorf("group %q table %d member %d: %d rows but %d values", key, ti, c.Member, len(c.Rows), len(c.Values))
+		if err := validateSamples(&c); err != nil {
+			return fmt.Errorf("group %q table %d member %d: %w", key, ti, c.Member, err)
 		}
 		for i, r := range c.Rows {
 			if r < 0 || int(r) >= len(tb.Timestamps) || (i > 0 && r <= c.Rows[i-1]) {
 				return fmt.Errorf("group %q table %d member %d: bad row %d at %d", key, ti, c.Member, r, i)
 			}
 		}
+	}
+	return nil
+}
+
+// validateSamples checks that exactly one of c's sample slices has an entry
+// per row (none has any when c has no rows), and that no histogram is nil.
+func validateSamples(c *Column) error {
+	nv, nh, nf := len(c.Values), len(c.Histograms), len(c.FloatHistograms)
+	n := len(c.Rows)
+	switch {
+	case nv == n && nh == 0 && nf == 0:
+	case nh == n && nv == 0 && nf == 0:
+		if i := slices.Index(c.Histograms, nil); i >= 0 {
+			return fmt.Errorf("nil histogram at %d", i)
+		}
+	case nf == n && nv == 0 && nh == 0:
+		if i := slices.Index(c.FloatHistograms, nil); i >= 0 {
+			return fmt.Errorf("nil float histogram at %d", i)
+		}
+	default:
+		return fmt.Errorf("%d rows but %d values, %d histograms and %d float histograms", n, nv, nh, nf)
 	}
 	return nil
 }

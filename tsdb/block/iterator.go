@@ -5,9 +5,12 @@ import (
 
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
+
+	"github.com/tandem-tsdb/tandem/tsdb/fastread"
 )
 
-// Iterator iterates one series' float samples in a time window, merging the series' tables in time order.
+// Iterator iterates one series' samples (floats and native histograms) in a
+// time window, merging the series' tables in time order.
 type Iterator struct {
 	b          *Block
 	mint, maxt int64
@@ -17,8 +20,10 @@ type Iterator struct {
 	tables     []memberTable
 	cur        int // cursor holding the current sample, -1 if none
 	started    bool
+	vt         chunkenc.ValueType // the current sample's type
 	t          int64
 	v          float64
+	hbuf       *histogram.Histogram // AtFloatHistogram's integer histogram
 	err        error
 }
 
@@ -64,7 +69,15 @@ func (it *Iterator) reset(b *Block, id uint32, mint, maxt int64) {
 			it.err = err
 			return
 		}
-		it.curs = append(it.curs, tableCursor{lo: lo, hi: len(it.chunkBuf), ci: lo})
+		// Reuse the cursors' decoders: histogram decoders keep their buffers.
+		n := len(it.curs)
+		if n < cap(it.curs) {
+			it.curs = it.curs[:n+1]
+		} else {
+			it.curs = append(it.curs, tableCursor{})
+		}
+		c := &it.curs[n]
+		c.lo, c.hi, c.ci, c.in, c.ok, c.off = lo, len(it.chunkBuf), lo, false, false, 0
 	}
 }
 
@@ -145,7 +158,7 @@ func (it *Iterator) load(c *tableCursor, from int64) bool {
 
 // pick makes the cursor with the earliest sample current.
 func (it *Iterator) pick() chunkenc.ValueType {
-	it.cur = -1
+	it.cur, it.vt = -1, chunkenc.ValNone
 	if it.err != nil {
 		return chunkenc.ValNone
 	}
@@ -158,7 +171,15 @@ func (it *Iterator) pick() chunkenc.ValueType {
 	if it.cur < 0 {
 		return chunkenc.ValNone
 	}
-	return chunkenc.ValFloat
+	switch it.curs[it.cur].cc.col.kind {
+	case KindHistogram:
+		it.vt = chunkenc.ValHistogram
+	case KindFloatHistogram:
+		it.vt = chunkenc.ValFloatHistogram
+	default:
+		it.vt = chunkenc.ValFloat
+	}
+	return it.vt
 }
 
 // Next advances to the next sample.
@@ -190,7 +211,7 @@ func (it *Iterator) Seek(t int64) chunkenc.ValueType {
 			return chunkenc.ValNone
 		}
 		if it.t >= t {
-			return chunkenc.ValFloat
+			return it.vt
 		}
 	}
 	for i := range it.curs {
@@ -203,16 +224,31 @@ func (it *Iterator) Seek(t int64) chunkenc.ValueType {
 	return it.pick()
 }
 
-// At returns the current sample.
+// At returns the current float sample.
 func (it *Iterator) At() (int64, float64) { return it.t, it.v }
 
-// AtHistogram is not supported: blocks hold floats only.
-func (it *Iterator) AtHistogram(*histogram.Histogram) (int64, *histogram.Histogram) {
-	return it.t, nil
+// AtHistogram returns the current sample, an integer histogram (Next
+// returned ValHistogram), written into h when h is not nil (reusing its
+// slices), else into a new histogram; nil for other samples.
+func (it *Iterator) AtHistogram(h *histogram.Histogram) (int64, *histogram.Histogram) {
+	if it.vt != chunkenc.ValHistogram {
+		return it.t, nil
+	}
+	return it.t, it.curs[it.cur].cc.hdec.At(h)
 }
 
-// AtFloatHistogram is not supported: blocks hold floats only.
-func (it *Iterator) AtFloatHistogram(*histogram.FloatHistogram) (int64, *histogram.FloatHistogram) {
+// AtFloatHistogram returns the current sample, a float histogram or an
+// integer one converted (ValFloatHistogram or ValHistogram), written into fh
+// when fh is not nil (reusing its slices), else into a new histogram; nil for
+// float samples.
+func (it *Iterator) AtFloatHistogram(fh *histogram.FloatHistogram) (int64, *histogram.FloatHistogram) {
+	switch it.vt {
+	case chunkenc.ValFloatHistogram:
+		return it.t, it.curs[it.cur].cc.fdec.At(fh)
+	case chunkenc.ValHistogram:
+		it.hbuf = it.curs[it.cur].cc.hdec.At(it.hbuf)
+		return it.t, it.hbuf.ToFloat(fh)
+	}
 	return it.t, nil
 }
 
@@ -226,7 +262,9 @@ func (it *Iterator) AtST() int64 { return 0 }
 func (it *Iterator) Err() error { return it.err }
 
 // AppendFloats appends the remaining samples of a fresh iterator to ts and vs:
-// a series with one table is read cursor by cursor without merging.
+// a series with one table is read cursor by cursor without merging. It
+// returns fastread.ErrHistogram (wrapped) when it meets a native histogram
+// sample, having appended the float samples before it.
 func (it *Iterator) AppendFloats(ts []int64, vs []float64) ([]int64, []float64, error) {
 	if it.err == nil && !it.started && len(it.curs) == 1 {
 		it.started = true
@@ -254,12 +292,19 @@ func (it *Iterator) AppendFloats(ts []int64, vs []float64) ([]int64, []float64, 
 			if !it.advance(c, it.mint) {
 				break
 			}
+			if c.cc.col.kind != KindFloat {
+				it.cur = -1
+				return ts, vs, fmt.Errorf("%s: sample at %d: %w", it.b.dir, c.t, fastread.ErrHistogram)
+			}
 			ts, vs = append(ts, c.t), append(vs, c.v)
 		}
 		it.cur = -1
 		return ts, vs, it.err
 	}
-	for it.Next() != chunkenc.ValNone {
+	for vt := it.Next(); vt != chunkenc.ValNone; vt = it.Next() {
+		if vt != chunkenc.ValFloat {
+			return ts, vs, fmt.Errorf("%s: sample at %d: %w", it.b.dir, it.t, fastread.ErrHistogram)
+		}
 		ts, vs = append(ts, it.t), append(vs, it.v)
 	}
 	return ts, vs, it.err

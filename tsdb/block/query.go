@@ -176,7 +176,10 @@ func (b *Block) LabelValues(name string, ms ...*labels.Matcher) ([]string, error
 	return out, perr
 }
 
-// ChunkStats returns the statistics of the series' column in each chunk overlapping [mint, maxt], ordered by MinT, read from chunk headers without decoding values.
+// ChunkStats returns the statistics of the series' column in each chunk
+// overlapping [mint, maxt], ordered by MinT, read from chunk headers without
+// decoding values; a histogram column's have Kind KindHistogram or
+// KindFloatHistogram and no float statistics.
 func (b *Block) ChunkStats(id uint32, mint, maxt int64) ([]ChunkStat, error) {
 	si, err := b.series(id, nil, nil)
 	if err != nil {
@@ -199,8 +202,9 @@ func (b *Block) ChunkStats(id uint32, mint, maxt int64) ([]ChunkStat, error) {
 			if !ok || col.maxT < mint || col.minT > maxt {
 				continue
 			}
-			out = append(out, ChunkStat{MinT: col.minT, MaxT: col.maxT, Count: col.count,
-				Min: col.min, Max: col.max, Sum: col.sum, First: col.first, Last: col.last})
+			out = append(out, ChunkStat{MinT: col.minT, MaxT: col.maxT, Count: col.count, Kind: col.kind,
+				Min: col.min, Max: col.max, Sum: col.sum, First: col.first, Last: col.last,
+				HistFirst: col.hFirst, HistLast: col.hLast})
 		}
 	}
 	slices.SortFunc(out, func(a, b ChunkStat) int {
@@ -288,7 +292,7 @@ func (b *Block) Inspect() (Inspection, error) {
 					ci.Chunks++
 					ci.Samples += col.count
 					ci.Bytes += col.size + ch.wm + ch.wo
-					ci.Encodings[encName(col.enc)]++
+					ci.Encodings[colName(&col)]++
 					ci.Presence[presNames[col.presence]]++
 				}
 			}

@@ -2,6 +2,8 @@ package block
 
 import (
 	"slices"
+
+	"github.com/prometheus/prometheus/model/histogram"
 )
 
 // realign folds every table of g whose timestamps all occur in one large
@@ -11,8 +13,9 @@ import (
 // racing through a backlog, say) but that were sampled at the same instants
 // as the rest of their group then share one timestamp column on disk, as if
 // they had arrived together. A table is left alone when one of its samples
-// would land on a row where its member already has a value. g itself is not
-// modified; without anything to fold it is returned as is.
+// would land on a row where its member already has a value, or where its
+// member's column holds samples of another kind (floats and histograms). g
+// itself is not modified; without anything to fold it is returned as is.
 func realign(g *Group) *Group {
 	if len(g.Tables) < 2 {
 		return g
@@ -48,22 +51,25 @@ func realign(g *Group) *Group {
 
 	type entry struct {
 		row int32
-		v   float64
+		col *Column // the sample's column and its index there
+		i   int
 	}
 	byMember := map[int][]entry{}
-	for _, c := range bt.Columns {
+	for ci := range bt.Columns {
+		c := &bt.Columns[ci]
 		es := make([]entry, len(c.Rows))
 		for i, r := range c.Rows {
-			es[i] = entry{r, c.Values[i]}
+			es[i] = entry{r, c, i}
 		}
 		byMember[c.Member] = es
 	}
 	for _, ti := range fold {
 		tb := &g.Tables[ti]
-		for _, c := range tb.Columns {
+		for ci := range tb.Columns {
+			c := &tb.Columns[ci]
 			es := byMember[c.Member]
 			for i, r := range c.Rows {
-				es = append(es, entry{rowOf[tb.Timestamps[r]], c.Values[i]})
+				es = append(es, entry{rowOf[tb.Timestamps[r]], c, i})
 			}
 			byMember[c.Member] = es
 		}
@@ -77,9 +83,29 @@ func realign(g *Group) *Group {
 	for _, m := range members {
 		es := byMember[m]
 		slices.SortFunc(es, func(a, b entry) int { return int(a.row) - int(b.row) })
-		c := Column{Member: m, Rows: make([]int32, len(es)), Values: make([]float64, len(es))}
+		c := Column{Member: m, Rows: make([]int32, len(es))}
+		kind := KindFloat
+		if len(es) > 0 {
+			kind = es[0].col.Kind() // planFold folds only columns of one kind
+		}
+		switch kind {
+		case KindHistogram:
+			c.Histograms = make([]*histogram.Histogram, len(es))
+		case KindFloatHistogram:
+			c.FloatHistograms = make([]*histogram.FloatHistogram, len(es))
+		default:
+			c.Values = make([]float64, len(es))
+		}
 		for i, e := range es {
-			c.Rows[i], c.Values[i] = e.row, e.v
+			c.Rows[i] = e.row
+			switch kind {
+			case KindHistogram:
+				c.Histograms[i] = e.col.Histograms[e.i]
+			case KindFloatHistogram:
+				c.FloatHistograms[i] = e.col.FloatHistograms[e.i]
+			default:
+				c.Values[i] = e.col.Values[e.i]
+			}
 		}
 		folded.Columns = append(folded.Columns, c)
 	}
@@ -114,18 +140,25 @@ func planFold(g *Group, base int) (fold []int, samples int, rowOf map[int64]int3
 		}
 		return b
 	}
+	kinds := map[int]Kind{} // the kind of each member's samples in the folded table
 	for _, c := range bt.Columns {
 		b := occ(c.Member)
 		for _, r := range c.Rows {
 			b[r>>6] |= 1 << (uint(r) & 63)
 		}
+		if len(c.Rows) > 0 {
+			kinds[c.Member] = c.Kind()
+		}
 	}
 	for ti := range g.Tables {
-		if ti == base || !foldable(&g.Tables[ti], rowOf, occupied) {
+		if ti == base || !foldable(&g.Tables[ti], rowOf, occupied, kinds) {
 			continue
 		}
 		tb := &g.Tables[ti]
 		for _, c := range tb.Columns {
+			if len(c.Rows) > 0 {
+				kinds[c.Member] = c.Kind()
+			}
 			b := occ(c.Member)
 			for _, r := range c.Rows {
 				row := rowOf[tb.Timestamps[r]]
@@ -140,14 +173,17 @@ func planFold(g *Group, base int) (fold []int, samples int, rowOf map[int64]int3
 
 // foldable reports whether every sample of tb has its timestamp among
 // rowOf's and lands on a row its member does not occupy yet (in occupied,
-// nor twice within tb).
-func foldable(tb *Table, rowOf map[int64]int32, occupied map[int][]uint64) bool {
+// nor twice within tb), in a column of its kind (kinds, by member).
+func foldable(tb *Table, rowOf map[int64]int32, occupied map[int][]uint64, kinds map[int]Kind) bool {
 	for _, t := range tb.Timestamps {
 		if _, ok := rowOf[t]; !ok {
 			return false
 		}
 	}
 	for _, c := range tb.Columns {
+		if k, ok := kinds[c.Member]; ok && len(c.Rows) > 0 && k != c.Kind() {
+			return false
+		}
 		b := occupied[c.Member]
 		for _, r := range c.Rows {
 			row := rowOf[tb.Timestamps[r]]

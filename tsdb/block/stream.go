@@ -108,7 +108,19 @@ func (r *ChunkReader) Member(i int) int {
 // Find returns the index of member's column in the chunk, or -1.
 func (r *ChunkReader) Find(member int) int { return r.ch.find(member) }
 
-// AppendColumn appends the rows (relative to the chunk's first row) and values of the chunk's i-th column to rows and vals.
+// Kind returns the kind of the chunk's i-th column; a column whose header is
+// damaged is reported as KindFloat here and by the error of reading it.
+func (r *ChunkReader) Kind(i int) Kind {
+	col, err := r.ch.column(i)
+	if err != nil {
+		return KindFloat
+	}
+	return col.kind
+}
+
+// AppendColumn appends the rows (relative to the chunk's first row) and
+// values of the chunk's i-th column, a float column, to rows and vals; a
+// histogram column is an error (see ReadColumn).
 func (r *ChunkReader) AppendColumn(i int, rows []int32, vals []float64) ([]int32, []float64, error) {
 	col, err := r.ch.column(i)
 	if err == nil {
@@ -118,4 +130,31 @@ func (r *ChunkReader) AppendColumn(i int, rows []int32, vals []float64) ([]int32
 		return rows, vals, fmt.Errorf("%s: chunk at %d: %w", r.path, r.off, err)
 	}
 	return rows, vals, nil
+}
+
+// AppendRows appends the rows (relative to the chunk's first row) of the
+// chunk's i-th column, of any kind, to rows without decoding its samples.
+func (r *ChunkReader) AppendRows(i int, rows []int32) ([]int32, error) {
+	col, err := r.ch.column(i)
+	if err != nil {
+		return rows, fmt.Errorf("%s: chunk at %d: %w", r.path, r.off, err)
+	}
+	return appendRows(r.ch, col, 0, rows), nil
+}
+
+// ReadColumn appends the rows (relative to the chunk's first row) and
+// samples of the chunk's i-th column to c: to its Values, Histograms or
+// FloatHistograms, by the column's kind (Kind); c must not hold samples of
+// another kind. The histograms that c's slice holds in its capacity beyond
+// its length are decoded into and reused; they must not be among its
+// elements.
+func (r *ChunkReader) ReadColumn(i int, c *Column) error {
+	col, err := r.ch.column(i)
+	if err == nil {
+		err = r.cols.appendTo(r.ch, col, 0, c)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: chunk at %d: %w", r.path, r.off, err)
+	}
+	return nil
 }

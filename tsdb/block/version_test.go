@@ -194,3 +194,69 @@ func testReadsOlder(t *testing.T, dir string, version int) {
 		equalSamples(t, la.String(), a, b)
 	}
 }
+
+// TestReadsGoldenV4 reads testdata/v4, written by version 4 of the writer
+// from v4Groups with ChunkRows 128, and compares every series and group with
+// that input.
+func TestReadsGoldenV4(t *testing.T) {
+	testGolden(t, "testdata/v4/01M8QG5V4G7K9RMXW0000000V4", 4, v4Groups())
+}
+
+// TestReadsGoldenV5 reads testdata/v5, written by version 5 of the writer
+// from v5Groups with ChunkRows 128 (native histogram columns), and compares
+// every series and group with that input.
+func TestReadsGoldenV5(t *testing.T) {
+	testGolden(t, "testdata/v5/01M8TX0V5HGW3XQ5M00000000V", 5, v5Groups())
+}
+
+// testGolden opens the block in dir, checks its version and that every
+// series' samples (Iterator) and every group (ReadGroup) equal gs's.
+func testGolden(t *testing.T, dir string, version int, gs []Group) {
+	b, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if v := b.Meta().Version; v != version {
+		t.Fatalf("testdata block version %d, want %d", v, version)
+	}
+	if err := b.Verify(); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]hsample{}
+	n := 0
+	for gi := range gs {
+		g := &gs[gi]
+		for m, l := range g.Members {
+			want[l.String()] = groupAllSamples(g, m)
+			n++
+		}
+		var got Group
+		if ok, err := b.ReadGroup(g.Key, &got); !ok || err != nil {
+			t.Fatalf("ReadGroup(%q) = %v, %v", g.Key, ok, err)
+		}
+		for m := range g.Members {
+			if !labels.Equal(got.Members[m], g.Members[m]) {
+				t.Fatalf("group %q member %d: %s, want %s", g.Key, m, got.Members[m], g.Members[m])
+			}
+			equalHSamples(t, fmt.Sprintf("group %q member %d", g.Key, m), groupAllSamples(&got, m), groupAllSamples(g, m))
+		}
+	}
+	if b.NumSeries() != n {
+		t.Fatalf("%d series, want %d", b.NumSeries(), n)
+	}
+	for id := range uint32(b.NumSeries()) {
+		l, err := b.Labels(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := collectAll(b.Iterator(id, math.MinInt64, math.MaxInt64, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) == 0 {
+			t.Fatalf("%s: no samples", l)
+		}
+		equalHSamples(t, l.String(), got, want[l.String()])
+	}
+}
