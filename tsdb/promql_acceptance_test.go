@@ -120,21 +120,6 @@ func TestPromQLAcceptancePushdown(t *testing.T) {
 	runAcceptance(t, pushdownEngine(t), func(tb testing.TB) storage.Storage { return newTestDB(tb) }, knownFailures)
 }
 
-// knownFailuresBlocks are the sections that fail when the data is read from
-// blocks: the head's known failures plus those listed for blocks only.
-func knownFailuresBlocks() map[string]string {
-	m := map[string]string{}
-	for k, v := range knownFailures {
-		m[k] = v
-	}
-	for _, s := range knownBlocksSections {
-		m[s] = reasonLoadAfterFlush
-	}
-	return m
-}
-
-const reasonLoadAfterFlush = "loads data older than what an earlier query flushed to blocks (refused as too old until the out-of-order issue)"
-
 // runAcceptance runs the suite with engine (nil: Prometheus's test engine).
 func runAcceptance(t *testing.T, engine promql.QueryEngine, newStorage func(testing.TB) storage.Storage, knownFailures map[string]string) {
 	dir := promqlTestdata(t)

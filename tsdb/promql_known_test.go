@@ -16,9 +16,3 @@ var knownSTSections = []string{
 	"start_timestamps.test:494",
 	"start_timestamps.test:53",
 }
-
-// Sections that fail only when data is flushed to blocks before each query.
-var knownBlocksSections = []string{
-	"functions.test:1148",
-	"functions.test:2375",
-}
