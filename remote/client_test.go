@@ -82,18 +82,21 @@ func TestClientV2PartialWrite(t *testing.T) {
 	b := newV2Builder()
 	b.add([]string{"__name__", "up", "job", "x"}, writev2.Sample{Timestamp: 1, Value: 1})
 	h := b.add([]string{"__name__", "lat", "job", "x"})
-	h.Histograms = []writev2.Histogram{{Count: &writev2.Histogram_CountInt{CountInt: 1}, Timestamp: 1}}
+	h.Histograms = []writev2.Histogram{
+		{Count: &writev2.Histogram_CountInt{CountInt: 1}, ZeroCount: &writev2.Histogram_ZeroCountInt{ZeroCountInt: 1}, Timestamp: 1},
+		{Count: &writev2.Histogram_CountInt{CountInt: 1}, Timestamp: 2}, // 1 observation, none in its buckets: invalid
+	}
 	retries := 0
 	stats, err := api.Write(context.Background(), remoteapi.WriteV2MessageType, b.build(),
 		remoteapi.WithWriteRetryCallback(func(error) { retries++ }))
-	if err == nil || !strings.Contains(err.Error(), "400") || !strings.Contains(err.Error(), "native histograms are not supported") {
-		t.Fatalf("err = %v, want a 400 naming histograms", err)
+	if err == nil || !strings.Contains(err.Error(), "400") || !strings.Contains(err.Error(), "invalid native histogram") {
+		t.Fatalf("err = %v, want a 400 naming the invalid histogram", err)
 	}
 	if retries != 0 {
 		t.Errorf("client retried a 400 %d times", retries)
 	}
-	if stats.Samples != 1 || stats.Histograms != 0 {
-		t.Errorf("client parsed stats %+v, want 1 sample, 0 histograms", stats)
+	if stats.Samples != 1 || stats.Histograms != 1 {
+		t.Errorf("client parsed stats %+v, want 1 sample, 1 histogram", stats)
 	}
 }
 

@@ -46,17 +46,19 @@ const minLabelsKept = 40
 // decodeStats counts what one request carried and what decoding itself refused.
 type decodeStats struct {
 	samples    int // float samples in the request
-	histograms int // native histogram samples in the request (never written)
+	histograms int // native histogram samples in the request
 	exemplars  int // exemplars in the request
-	// invalid counts float samples refused before storage, by reason (head.ErrInvalidLabels).
+	// invalid counts float and histogram samples refused before storage, by
+	// reason (head.ErrInvalidLabels, errInvalidHistogram).
 	invalid head.AppendResult
-	// histogramSeries and exemplarSeries name one series that carried histograms / exemplars.
+	// histogramSeries names the first series whose histograms are in the
+	// batch; exemplarSeries one that carried exemplars.
 	histogramSeries, exemplarSeries string
 }
 
 // decoder turns request bodies into batches. Decoders are pooled: the buffers
 // are reused across requests, and so is the batch (the Appender copies what
-// it keeps).
+// it keeps), but not the native histograms, which the Appender keeps.
 type decoder struct {
 	limits Limits
 	body   []byte // compressed body
@@ -94,10 +96,19 @@ type decoder struct {
 	matchV2  func(labels.Labels) bool // d.matchV2Labels, bound once
 	stats    decodeStats
 
-	// batch and arena are reused from request to request: the head copies
-	// what it keeps, so the decoder's batch is free again once AppendBatch returns.
-	batch head.Batch
-	arena []head.Sample
+	// batch, arena and harena are reused from request to request: the head
+	// copies what it keeps, so the decoder's batch is free again once
+	// AppendBatch returns (the histograms harena points to are the head's).
+	batch  head.Batch
+	arena  []head.Sample
+	harena []head.HistogramSample
+	// histBytes is the memory the request's histograms were decoded into (MaxHistogramBytesPerRequest).
+	histBytes int64
+	// The histograms of the series being decoded that Prometheus would refuse:
+	// how many, and the first one's timestamp and problem.
+	hBad    int
+	hBadT   int64
+	hBadMsg string
 }
 
 func newDecoder(l Limits) *decoder {
@@ -135,7 +146,9 @@ func (d *decoder) resetArena(size int) {
 		d.arena = make([]head.Sample, 0, min(size/64+16, 64<<10, d.limits.MaxSamplesPerRequest))
 	}
 	d.arena = d.arena[:0]
-	d.counted = 0
+	clear(d.harena)
+	d.harena = d.harena[:0]
+	d.counted, d.histBytes = 0, 0
 }
 
 // appendSample appends s to the arena, which grows no larger than
@@ -172,9 +185,12 @@ func (d *decoder) release() {
 	d.sb.Reset()
 	d.esb.Reset()
 	d.stats = decodeStats{}
-	d.counted = 0
+	d.counted, d.histBytes = 0, 0
+	d.hBad, d.hBadMsg = 0, ""
 	d.resetBatch()
 	d.arena = trim(d.arena, maxPooledBuffer/16)
+	clear(d.harena)
+	d.harena = trim(d.harena[:0], maxPooledBuffer/24)
 	d.batch.Series = trim(d.batch.Series, maxPooledBuffer/128)
 	d.body = trim(d.body, maxPooledBuffer)
 	d.raw = trim(d.raw, maxPooledBuffer)

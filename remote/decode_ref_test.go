@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/prompb"
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
@@ -29,7 +30,7 @@ func refLimits(d *decoder, entries, counted int) error {
 
 // decodeV1Gogo is the reference decoder for 1.0.
 func (d *decoder) decodeV1Gogo(data []byte) (*head.Batch, error) {
-	d.stats = decodeStats{}
+	d.stats, d.histBytes = decodeStats{}, 0
 	req := &prompb.WriteRequest{}
 	if err := req.Unmarshal(data); err != nil {
 		return nil, reqErrorf(http.StatusBadRequest, "decoding 1.0 prometheus.WriteRequest: %v", err)
@@ -53,11 +54,10 @@ func (d *decoder) decodeV1Gogo(data []byte) (*head.Batch, error) {
 	for i := range req.Timeseries {
 		ts := &req.Timeseries[i]
 		d.stats.samples += len(ts.Samples)
-		if len(ts.Histograms) > 0 {
-			d.stats.histograms += len(ts.Histograms)
-			if d.stats.histogramSeries == "" {
-				d.stats.histogramSeries = formatSeries(v1Labels(ts.Labels))
-			}
+		d.stats.histograms += len(ts.Histograms)
+		hs, bad, err := d.refHistograms(histogramsOf(ts.Histograms))
+		if err != nil {
+			return nil, err
 		}
 		if len(ts.Exemplars) > 0 {
 			d.stats.exemplars += len(ts.Exemplars)
@@ -71,11 +71,18 @@ func (d *decoder) decodeV1Gogo(data []byte) (*head.Batch, error) {
 				exs = append(exs, exemplarV1(e))
 			}
 		}
-		if len(ts.Samples) == 0 && len(exs) == 0 {
+		if len(ts.Samples) == 0 && len(exs) == 0 && len(ts.Histograms) == 0 {
 			continue
 		}
 		if err := checkLabels(&d.limits, v1Labels(ts.Labels)); err != nil {
-			d.stats.invalid.Reject(head.ErrInvalidLabels, len(ts.Samples), err.Error())
+			d.stats.invalid.Reject(head.ErrInvalidLabels, len(ts.Samples)+len(ts.Histograms), err.Error())
+			continue
+		}
+		bad.report(d, formatSeries(v1Labels(ts.Labels)))
+		if len(hs) > 0 && d.stats.histogramSeries == "" {
+			d.stats.histogramSeries = formatSeries(v1Labels(ts.Labels))
+		}
+		if len(ts.Samples) == 0 && len(exs) == 0 && len(hs) == 0 {
 			continue
 		}
 		d.sb.Reset()
@@ -88,7 +95,7 @@ func (d *decoder) decodeV1Gogo(data []byte) (*head.Batch, error) {
 		for j, s := range ts.Samples {
 			ss[j] = head.Sample{T: s.Timestamp, V: s.Value}
 		}
-		b.Series = append(b.Series, head.BatchSeries{Labels: d.sb.Labels(), Samples: ss, Exemplars: exs})
+		b.Series = append(b.Series, head.BatchSeries{Labels: d.sb.Labels(), Samples: ss, Exemplars: exs, Histograms: hs})
 	}
 	for _, m := range req.Metadata {
 		if m.MetricFamilyName == "" || !utf8.ValidString(m.MetricFamilyName) {
@@ -116,7 +123,7 @@ func exemplarV1(e *prompb.Exemplar) head.Exemplar {
 
 // decodeV2Gogo is the reference decoder for 2.0.
 func (d *decoder) decodeV2Gogo(data []byte) (*head.Batch, error) {
-	d.stats = decodeStats{}
+	d.stats, d.histBytes = decodeStats{}, 0
 	clear(d.seen)
 	req := &writev2.Request{}
 	if err := req.Unmarshal(data); err != nil {
@@ -162,11 +169,10 @@ func (d *decoder) decodeV2Gogo(data []byte) (*head.Batch, error) {
 		ts := &req.Timeseries[i]
 		ls := v2Labels{refs: ts.LabelsRefs, syms: syms, utf8ok: utf8ok}
 		d.stats.samples += len(ts.Samples)
-		if len(ts.Histograms) > 0 {
-			d.stats.histograms += len(ts.Histograms)
-			if d.stats.histogramSeries == "" {
-				d.stats.histogramSeries = formatSeries(ls)
-			}
+		d.stats.histograms += len(ts.Histograms)
+		hs, bad, err := d.refHistograms(histogramsOf(ts.Histograms))
+		if err != nil {
+			return nil, err
 		}
 		if len(ts.Exemplars) > 0 {
 			d.stats.exemplars += len(ts.Exemplars)
@@ -175,10 +181,14 @@ func (d *decoder) decodeV2Gogo(data []byte) (*head.Batch, error) {
 			}
 		}
 		if err := checkLabels(&d.limits, ls); err != nil {
-			d.stats.invalid.Reject(head.ErrInvalidLabels, len(ts.Samples), err.Error())
+			d.stats.invalid.Reject(head.ErrInvalidLabels, len(ts.Samples)+len(ts.Histograms), err.Error())
 			continue
 		}
 		d.addMetadataV2(b, ls, &ts.Metadata)
+		bad.report(d, formatSeries(ls))
+		if len(hs) > 0 && d.stats.histogramSeries == "" {
+			d.stats.histogramSeries = formatSeries(ls)
+		}
 		var exs []head.Exemplar
 		for k := range ts.Exemplars {
 			e := &ts.Exemplars[k]
@@ -192,7 +202,7 @@ func (d *decoder) decodeV2Gogo(data []byte) (*head.Batch, error) {
 			esb.Sort()
 			exs = append(exs, head.Exemplar{Labels: esb.Labels(), T: e.Timestamp, V: e.Value})
 		}
-		if len(ts.Samples) == 0 && len(exs) == 0 {
+		if len(ts.Samples) == 0 && len(exs) == 0 && len(hs) == 0 {
 			continue
 		}
 		n := len(ts.Samples)
@@ -205,7 +215,7 @@ func (d *decoder) decodeV2Gogo(data []byte) (*head.Batch, error) {
 		for j := 0; j < len(ts.LabelsRefs); j += 2 {
 			d.sb.Add(syms[ts.LabelsRefs[j]], syms[ts.LabelsRefs[j+1]])
 		}
-		b.Series = append(b.Series, head.BatchSeries{Labels: d.sb.Labels(), Samples: ss, Exemplars: exs})
+		b.Series = append(b.Series, head.BatchSeries{Labels: d.sb.Labels(), Samples: ss, Exemplars: exs, Histograms: hs})
 	}
 	return b, nil
 }
@@ -238,4 +248,86 @@ func checkRefsV2Gogo(i int, ts *writev2.TimeSeries, nsyms int) error {
 		}
 	}
 	return nil
+}
+
+// pbHistogram is what the reference decoders use of the generated 1.0 and
+// 2.0 Histogram types: Prometheus's own conversions.
+type pbHistogram interface {
+	IsFloatHistogram() bool
+	ToIntHistogram() *histogram.Histogram
+	ToFloatHistogram() *histogram.FloatHistogram
+	GetTimestamp() int64
+}
+
+// histogramsOf returns pointers to the elements of hh as pbHistograms.
+func histogramsOf[H any, P interface {
+	*H
+	pbHistogram
+}](hh []H) []pbHistogram {
+	out := make([]pbHistogram, len(hh))
+	for i := range hh {
+		out[i] = P(&hh[i])
+	}
+	return out
+}
+
+// refBad describes the refused histograms of one series.
+type refBad struct {
+	n       int
+	t       int64
+	problem string
+}
+
+// report counts the refused histograms of a series with valid labels.
+func (b refBad) report(d *decoder, series string) {
+	if b.n > 0 {
+		d.stats.invalid.Reject(errInvalidHistogram, b.n, fmt.Sprintf("series %s at %d: %s", series, b.t, b.problem))
+	}
+}
+
+// refHistograms converts the histograms of one series with Prometheus's
+// conversion and applies tandem's limits and Prometheus's checks (schema
+// reduction, Validate), the reference for readHistogram.
+func (d *decoder) refHistograms(hh []pbHistogram) ([]head.HistogramSample, refBad, error) {
+	var (
+		out []head.HistogramSample
+		bad refBad
+	)
+	refuse := func(t int64, problem string) {
+		if bad.n == 0 {
+			bad.t, bad.problem = t, problem
+		}
+		bad.n++
+	}
+	for _, hp := range hh {
+		hs := head.HistogramSample{T: hp.GetTimestamp()}
+		if hp.IsFloatHistogram() {
+			hs.FH = hp.ToFloatHistogram()
+		} else {
+			hs.H = hp.ToIntHistogram()
+		}
+		n := histogramElements(&hs)
+		if n > d.limits.MaxBucketsPerHistogram {
+			refuse(hs.T, d.histogramTooBig(n))
+			continue
+		}
+		if err := d.histogramBudget(n); err != nil {
+			return nil, bad, err
+		}
+		if err := checkHistogram(&hs); err != nil {
+			refuse(hs.T, err.Error())
+			continue
+		}
+		out = append(out, hs)
+	}
+	return out, bad, nil
+}
+
+// histogramElements returns the spans, buckets and custom bounds of a decoded histogram.
+func histogramElements(hs *head.HistogramSample) int {
+	if h := hs.H; h != nil {
+		return len(h.PositiveSpans) + len(h.NegativeSpans) + len(h.PositiveBuckets) + len(h.NegativeBuckets) + len(h.CustomValues)
+	}
+	fh := hs.FH
+	return len(fh.PositiveSpans) + len(fh.NegativeSpans) + len(fh.PositiveBuckets) + len(fh.NegativeBuckets) + len(fh.CustomValues)
 }

@@ -3,8 +3,10 @@ package remote
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -23,10 +25,21 @@ func checkBatch(t *testing.T, d *decoder, b *head.Batch) {
 	t.Helper()
 	n := 0
 	for _, s := range b.Series {
-		if len(s.Samples) == 0 && len(s.Exemplars) == 0 {
-			t.Fatalf("series %s without samples or exemplars in batch", s.Labels)
+		if len(s.Samples) == 0 && len(s.Exemplars) == 0 && len(s.Histograms) == 0 {
+			t.Fatalf("series %s without samples, histograms or exemplars in batch", s.Labels)
 		}
-		n += len(s.Samples)
+		n += len(s.Samples) + len(s.Histograms)
+		for _, h := range s.Histograms {
+			if (h.H == nil) == (h.FH == nil) {
+				t.Fatalf("series %s: histogram sample at %d with H %v and FH %v", s.Labels, h.T, h.H, h.FH)
+			}
+			if err := checkHistogram(&h); err != nil {
+				t.Fatalf("series %s: invalid histogram in batch: %v", s.Labels, err)
+			}
+			if e := histogramElements(&h); e > d.limits.MaxBucketsPerHistogram {
+				t.Fatalf("series %s: histogram of %d elements in batch, over the limit", s.Labels, e)
+			}
+		}
 		if s.Labels.IsEmpty() {
 			t.Fatal("series without labels in batch")
 		}
@@ -38,8 +51,8 @@ func checkBatch(t *testing.T, d *decoder, b *head.Batch) {
 			prev = l.Name
 		})
 	}
-	if n+d.stats.invalid.RejectedTotal() != d.stats.samples {
-		t.Fatalf("batch holds %d samples + %d invalid, request had %d", n, d.stats.invalid.RejectedTotal(), d.stats.samples)
+	if n+d.stats.invalid.RejectedTotal() != d.stats.samples+d.stats.histograms {
+		t.Fatalf("batch holds %d samples and histograms + %d invalid, request had %d + %d", n, d.stats.invalid.RejectedTotal(), d.stats.samples, d.stats.histograms)
 	}
 }
 
@@ -55,6 +68,14 @@ func sameBatch(a, b *head.Batch) bool {
 		for j, s := range a.Series[i].Samples {
 			o := b.Series[i].Samples[j]
 			if s.T != o.T || (s.V != o.V && s.V == s.V) {
+				return false
+			}
+		}
+		if len(a.Series[i].Histograms) != len(b.Series[i].Histograms) {
+			return false
+		}
+		for j := range a.Series[i].Histograms {
+			if histogramDiff(&a.Series[i].Histograms[j], &b.Series[i].Histograms[j]) != "" {
 				return false
 			}
 		}
@@ -134,6 +155,9 @@ func FuzzDecodeV1(f *testing.F) {
 	}
 	hs.Exemplars = []prompb.Exemplar{{Labels: exl, Timestamp: 1}, {Labels: exl[:8], Timestamp: 2}}
 	f.Add(marshal(f, &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{hs}}))
+	for _, seed := range histogramSeeds(f) {
+		f.Add(seed.v1)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fuzzDecode(t, data, (*decoder).decodeV1)
 		compareWithGogo(t, data)
@@ -173,6 +197,9 @@ func FuzzDecodeV2(f *testing.F) {
 	withMeta := marshal(f, b.build())
 	f.Add(withMeta)
 	f.Add(append(withMeta, 0x2a, 0x08, 0x08, 0x01, 0x08, 0x02, 0x2a, 0x02, 0x18, 0x01)) // a series of unpacked refs and metadata in two parts
+	for _, seed := range histogramSeeds(f) {
+		f.Add(seed.v2)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		fuzzDecode(t, data, (*decoder).decodeV2)
 		compareDecoders(t, data, (*decoder).decodeV2, (*decoder).decodeV2Gogo)
@@ -263,7 +290,14 @@ func compareWithGogo(t *testing.T, data []byte) {
 // reference on acceptance, batch content and counts.
 func compareDecoders(t *testing.T, data []byte, hand, ref func(*decoder, []byte) (*head.Batch, error)) {
 	t.Helper()
-	lim := Limits{MaxLabelsPerSeries: 8, MaxLabelNameLength: 64, MaxLabelValueLength: 64, MaxSeriesPerRequest: 50, MaxSamplesPerRequest: 100, MaxSymbolsPerRequest: 100}
+	lim := Limits{MaxLabelsPerSeries: 8, MaxLabelNameLength: 64, MaxLabelValueLength: 64, MaxSeriesPerRequest: 50, MaxSamplesPerRequest: 100, MaxSymbolsPerRequest: 100,
+		MaxBucketsPerHistogram: 40, MaxHistogramBytesPerRequest: 4096}
+	compareDecodersWith(t, lim, data, hand, ref)
+}
+
+// compareDecodersWith is compareDecoders with the given limits.
+func compareDecodersWith(t *testing.T, lim Limits, data []byte, hand, ref func(*decoder, []byte) (*head.Batch, error)) {
+	t.Helper()
 	fast, slow := newDecoder(lim), newDecoder(lim)
 	bf, errF := hand(fast, data)
 	bs, errS := ref(slow, data)
@@ -278,8 +312,10 @@ func compareDecoders(t *testing.T, data []byte, hand, ref func(*decoder, []byte)
 	}
 	sf, ss := fast.stats, slow.stats
 	if sf.samples != ss.samples || sf.histograms != ss.histograms || sf.exemplars != ss.exemplars ||
-		sf.invalid.RejectedTotal() != ss.invalid.RejectedTotal() ||
-		sf.histogramSeries != ss.histogramSeries || sf.exemplarSeries != ss.exemplarSeries {
+		!maps.Equal(sf.invalid.Rejected, ss.invalid.Rejected) ||
+		sf.invalid.Examples[errInvalidHistogram] != ss.invalid.Examples[errInvalidHistogram] ||
+		sf.histogramSeries != ss.histogramSeries || sf.exemplarSeries != ss.exemplarSeries ||
+		fast.histBytes != slow.histBytes {
 		t.Fatalf("stats differ: hand-written %+v, gogo %+v", sf, ss)
 	}
 }
@@ -330,5 +366,80 @@ func TestDecodeV1ReusedBatch(t *testing.T) {
 			}
 		}
 		d.release()
+	}
+}
+
+// histogramSeed is one fuzz seed request per protocol version.
+type histogramSeed struct{ v1, v2 []byte }
+
+// histogramSeeds returns requests of histograms for the fuzz targets: the
+// histogram cases (valid and not) a few at a time, and messages the
+// generated code merges: count_int then count_float (and zero counts the
+// other way round), spans and buckets split over several fields, packed
+// and unpacked, and histograms over the fuzz tests' MaxBucketsPerHistogram.
+func histogramSeeds(t testing.TB) []histogramSeed {
+	var seeds []histogramSeed
+	cs := histogramCases()
+	for i := 0; i < len(cs); i += 8 {
+		v1, v2 := histogramRequests(cs[i:min(i+8, len(cs))])
+		seeds = append(seeds, histogramSeed{marshal(t, v1), marshal(t, v2)})
+	}
+	// Messages written field by field (a Histogram is the same bytes in both versions).
+	varint := func(field int, v uint64) []byte {
+		return binary.AppendUvarint(binary.AppendUvarint(nil, uint64(field<<3|wireVarint)), v)
+	}
+	fixed := func(field int, v float64) []byte {
+		return binary.LittleEndian.AppendUint64(binary.AppendUvarint(nil, uint64(field<<3|wireFixed64)), math.Float64bits(v))
+	}
+	span := func(field int, offset int32, length uint32) []byte {
+		return pbBytes(nil, field, append(varint(1, uint64(uint32(offset<<1)^uint32(offset>>31))), varint(2, uint64(length))...))
+	}
+	join := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+	msgs := [][]byte{
+		// count_int, then count_float: a float histogram; zero_count_float, then zero_count_int.
+		join(varint(1, 3), fixed(2, 3), fixed(7, 1), varint(6, 1), span(11, 0, 1), span(11, 1, 1), fixed(13, 1), fixed(13, 1), varint(15, 5)),
+		// count_float, then count_int; deltas unpacked (zigzag 2 = 1) and packed; negative spans in two fields.
+		join(fixed(2, 1), varint(1, 5), span(8, -2, 1), span(8, 0, 1), varint(9, 2), pbBytes(nil, 9, []byte{2}),
+			span(11, 3, 2), pbBytes(nil, 12, []byte{2, 0}), varint(4, 1), varint(14, 2), varint(15, 6)),
+		// schema 12 (sint32 24), custom values on an exponential schema, an unknown field, reset hint 259.
+		join(varint(1, 2), varint(4, 24), span(11, 0, 2), pbBytes(nil, 12, []byte{2, 0}), fixed(16, 1), varint(20, 9), varint(14, 259), varint(15, 7)),
+		// 41 elements: over the fuzz tests' MaxBucketsPerHistogram (40).
+		join(varint(1, 0), span(11, 0, 40), pbBytes(nil, 12, make([]byte, 40)), varint(15, 8)),
+	}
+	label := pbBytes(pbBytes(nil, 1, []byte("__name__")), 2, []byte("h"))
+	for _, m := range msgs {
+		v1 := pbBytes(nil, 1, join(pbBytes(nil, 1, label), pbBytes(nil, 4, m)))
+		v2 := join(pbBytes(nil, 4, nil), pbBytes(nil, 4, []byte("__name__")), pbBytes(nil, 4, []byte("h")),
+			pbBytes(nil, 5, join(pbBytes(nil, 1, []byte{1, 2}), pbBytes(nil, 3, m), pbBytes(nil, 3, varint(17, 3)))))
+		seeds = append(seeds, histogramSeed{v1, v2})
+	}
+	return seeds
+}
+
+// TestHistogramSeedsMatchGogo runs the fuzz comparisons on the histogram seeds
+// (they also run as part of FuzzDecodeV1/V2's seed corpus), checking that the
+// seeds reach decoded histograms and refusals.
+func TestHistogramSeedsMatchGogo(t *testing.T) {
+	decoded, refused := 0, 0
+	for _, seed := range histogramSeeds(t) {
+		for _, v := range []struct {
+			raw       []byte
+			hand, ref func(*decoder, []byte) (*head.Batch, error)
+		}{{seed.v1, (*decoder).decodeV1, (*decoder).decodeV1Gogo}, {seed.v2, (*decoder).decodeV2, (*decoder).decodeV2Gogo}} {
+			compareDecoders(t, v.raw, v.hand, v.ref)
+			fuzzDecode(t, v.raw, v.hand)
+			d := newDecoder(Limits{MaxBucketsPerHistogram: 40})
+			b, err := v.hand(d, v.raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range b.Series {
+				decoded += len(s.Histograms)
+			}
+			refused += d.stats.invalid.Rejected[errInvalidHistogram]
+		}
+	}
+	if decoded < 50 || refused < 30 {
+		t.Errorf("the seeds decode %d histograms and refuse %d", decoded, refused)
 	}
 }

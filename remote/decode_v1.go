@@ -20,7 +20,8 @@ import (
 // per label name and value of every series; this one walks the protobuf bytes
 // once, keeps label strings pointing into the decoded body until the series'
 // labels.Labels is built (one allocation per series), and writes samples into
-// one arena per request. FuzzDecodeV1Differential checks it against gogo.
+// one arena per request. Native histograms are decoded into fresh memory
+// (decode_histogram.go). FuzzDecodeV1 checks it against gogo.
 
 var errProto = errors.New("malformed protobuf")
 
@@ -143,8 +144,10 @@ func str(b []byte) string {
 }
 
 // decodeV1 converts a serialized prometheus.WriteRequest into a batch.
-// Series with invalid labels are left out and counted in d.stats.invalid; native
-// histograms and exemplars are counted and left out. A returned error fails the whole request.
+// Series with invalid labels and native histograms Prometheus would refuse
+// are left out and counted in d.stats.invalid, and so are exemplars with more
+// labels than MaxLabelsPerSeries (not counted). A returned error fails the
+// whole request.
 func (d *decoder) decodeV1(data []byte) (*head.Batch, error) {
 	d.stats = decodeStats{}
 	b, err := d.walkV1(data)
@@ -212,12 +215,13 @@ func (d *decoder) walkV1(data []byte) (*head.Batch, error) {
 			continue
 		}
 		nSeries++
-		start := len(d.arena)
+		start, hstart := len(d.arena), len(d.harena)
 		n, err := d.parseSeriesV1(msg)
 		if err != nil {
 			return nil, err
 		}
-		if n == 0 && len(d.exbuf) == 0 {
+		nh := len(d.harena) - hstart
+		if n == 0 && len(d.exbuf) == 0 && nh == 0 && d.hBad == 0 {
 			// Nothing to store, but a malformed label still fails the request.
 			if err := d.parseLbuf(); err != nil {
 				return nil, err
@@ -225,6 +229,10 @@ func (d *decoder) walkV1(data []byte) (*head.Batch, error) {
 			continue
 		}
 		samples := d.arena[start : start+n : start+n]
+		var hists []head.HistogramSample
+		if nh > 0 {
+			hists = d.harena[hstart : hstart+nh : hstart+nh]
+		}
 		exemplars := slices.Clone(d.exbuf)
 		// A series the storage already knows: no validation, no labels to
 		// build, and (for the one that followed the previous series last
@@ -243,7 +251,10 @@ func (d *decoder) walkV1(data []byte) (*head.Batch, error) {
 			}
 			prev = ref
 			if ok {
-				b.Series = append(b.Series, head.BatchSeries{Ref: ref, Samples: samples, Exemplars: exemplars})
+				d.addHistogramsV1(nh)
+				if n > 0 || len(exemplars) > 0 || nh > 0 {
+					b.Series = append(b.Series, head.BatchSeries{Ref: ref, Samples: samples, Exemplars: exemplars, Histograms: hists})
+				}
 				continue
 			}
 		}
@@ -251,14 +262,18 @@ func (d *decoder) walkV1(data []byte) (*head.Batch, error) {
 			return nil, err
 		}
 		if err := d.checkLabelsV1(); err != nil {
-			d.stats.invalid.Reject(head.ErrInvalidLabels, n, err.Error())
+			d.stats.invalid.Reject(head.ErrInvalidLabels, n+nh+d.hBad, err.Error())
 			continue
+		}
+		d.addHistogramsV1(nh)
+		if n == 0 && len(exemplars) == 0 && nh == 0 {
+			continue // only refused histograms
 		}
 		d.sb.Reset()
 		for _, l := range d.lbuf {
 			d.sb.Add(l.Name, l.Value)
 		}
-		b.Series = append(b.Series, head.BatchSeries{Labels: d.sb.Labels(), Samples: samples, Exemplars: exemplars})
+		b.Series = append(b.Series, head.BatchSeries{Labels: d.sb.Labels(), Samples: samples, Exemplars: exemplars, Histograms: hists})
 	}
 	if nSeries == 0 && nMeta == 0 && unknown > 0 {
 		return nil, reqErrorf(http.StatusBadRequest, "1.0 prometheus.WriteRequest holds only unknown fields: "+
@@ -267,7 +282,8 @@ func (d *decoder) walkV1(data []byte) (*head.Batch, error) {
 	return b, nil
 }
 
-// parseSeriesV1 reads one TimeSeries: samples appended to d.arena, the label
+// parseSeriesV1 reads one TimeSeries: samples appended to d.arena, valid
+// histograms to d.harena (refused ones counted in d.hBad), the label
 // fields' bytes into d.rawLabels when contiguous. The labels themselves are
 // parsed into d.lbuf only when needed (parseLbuf): a known series is matched
 // on its protobuf bytes. It returns the number of float samples.
@@ -278,6 +294,7 @@ func (d *decoder) parseSeriesV1(ts []byte) (int, error) {
 	d.exbuf = d.exbuf[:0]
 	d.rawLabels = nil
 	d.curLabels = 0
+	d.hBad = 0
 	n, hist, ex := 0, 0, 0
 	// The label fields' bytes, when contiguous (as every sender writes them),
 	// are hashed in one call to find a known series.
@@ -336,8 +353,7 @@ func (d *decoder) parseSeriesV1(ts []byte) (int, error) {
 				}
 				ex++
 			} else {
-				// Not stored: checked, not decoded.
-				if err := checkHistogram(msg, histogramFieldsV1); err != nil {
+				if err := d.readHistogram(msg, histogramFieldsV1); err != nil {
 					return 0, err
 				}
 				hist++
@@ -357,12 +373,7 @@ func (d *decoder) parseSeriesV1(ts []byte) (int, error) {
 		}
 	}
 	d.stats.samples += n
-	if hist > 0 {
-		d.stats.histograms += hist
-		if d.stats.histogramSeries == "" {
-			d.stats.histogramSeries = formatSeries(v1Labels(d.lbuf))
-		}
-	}
+	d.stats.histograms += hist
 	if ex > 0 {
 		d.stats.exemplars += ex
 		if d.stats.exemplarSeries == "" {
@@ -406,6 +417,18 @@ func (d *decoder) parseLbuf() error {
 	}
 	d.lbufOK = true
 	return nil
+}
+
+// addHistogramsV1 reports the refused histograms of the series parseSeriesV1
+// read, whose labels are valid, and names it in the stats if nh of its
+// histograms go to the batch.
+func (d *decoder) addHistogramsV1(nh int) {
+	if d.hBad > 0 {
+		d.rejectBadHistograms(func() string { return formatSeries(v1Labels(d.lbuf)) })
+	}
+	if nh > 0 && d.stats.histogramSeries == "" {
+		d.stats.histogramSeries = formatSeries(v1Labels(d.lbuf))
+	}
 }
 
 // checkLabelsV1 validates the labels parseLbuf read (checkLabels), also

@@ -18,14 +18,9 @@ import (
 // the symbols and series first, reads the symbols table (strings pointing
 // into the decoded body), then one series at a time into reused buffers,
 // counting samples, histograms and exemplars against the limits as it goes.
-// Histograms are checked, not decoded: they are not stored. FuzzDecodeV2
-// checks it against the generated code (decodeV2Gogo).
-
-// Highest Histogram field number of each version (2.0 adds start_timestamp).
-const (
-	histogramFieldsV1 = 16
-	histogramFieldsV2 = 17
-)
+// Native histograms are decoded into fresh memory, each bounded before it is
+// allocated (decode_histogram.go). FuzzDecodeV2 checks it against the
+// generated code (decodeV2Gogo).
 
 // refStat describes the labels_refs of one series or exemplar: all are
 // counted and checked against the symbols table, the first few stored.
@@ -39,7 +34,7 @@ type refStat struct {
 type v2Series struct {
 	refs       refStat // the first refs are in decoder.refs
 	samples    int     // float samples, appended to the arena
-	histograms int
+	histograms int     // histogram samples: the valid ones appended to the histogram arena
 	meta       writev2.Metadata
 }
 
@@ -95,9 +90,9 @@ func (r *pbReader) readRefs(wire int, buf []uint32, start, keep int, st *refStat
 
 // decodeV2 converts a serialized io.prometheus.write.v2.Request into a batch.
 // Symbol-table violations (symbols[0] not empty, refs out of range, odd labels_refs)
-// fail the whole request; series with invalid labels are left out and counted in
-// d.stats.invalid; native histograms are counted and left out, and so are
-// exemplars with more labels than MaxLabelsPerSeries.
+// fail the whole request; series with invalid labels and native histograms
+// Prometheus would refuse are left out and counted in d.stats.invalid, and so
+// are exemplars with more labels than MaxLabelsPerSeries (not counted).
 func (d *decoder) decodeV2(data []byte) (*head.Batch, error) {
 	d.stats = decodeStats{}
 	clear(d.seen)
@@ -201,7 +196,7 @@ func (d *decoder) walkV2(data []byte) (*head.Batch, error) {
 		if err != nil {
 			return nil, err
 		}
-		start := len(d.arena)
+		start, hstart := len(d.arena), len(d.harena)
 		if err := d.parseSeriesV2(msg, len(syms)); err != nil {
 			return nil, err
 		}
@@ -209,7 +204,11 @@ func (d *decoder) walkV2(data []byte) (*head.Batch, error) {
 			return nil, err
 		}
 		i++
-		if prev, err = d.addSeriesV2(b, d.arena[start:len(d.arena):len(d.arena)], prev); err != nil {
+		var hs []head.HistogramSample
+		if hend := len(d.harena); hend > hstart {
+			hs = d.harena[hstart:hend:hend]
+		}
+		if prev, err = d.addSeriesV2(b, d.arena[start:len(d.arena):len(d.arena)], hs, prev); err != nil {
 			return nil, err
 		}
 	}
@@ -217,9 +216,11 @@ func (d *decoder) walkV2(data []byte) (*head.Batch, error) {
 }
 
 // parseSeriesV2 reads one TimeSeries into d.cur, d.refs and d.v2ex, its
-// samples appended to the arena.
+// samples appended to the arena, its valid histograms to the histogram arena
+// (refused ones counted in d.hBad).
 func (d *decoder) parseSeriesV2(ts []byte, nsyms int) error {
 	d.cur = v2Series{refs: refStat{badJ: -1}}
+	d.hBad = 0
 	d.refs, d.v2ex, d.exRefs = d.refs[:0], d.v2ex[:0], d.exRefs[:0]
 	keep := 2 * d.labelsKept()
 	r := pbReader{b: ts}
@@ -254,7 +255,7 @@ func (d *decoder) parseSeriesV2(ts []byte, nsyms int) error {
 				d.appendSample(s)
 				d.cur.samples++
 			case 3:
-				if err := checkHistogram(msg, histogramFieldsV2); err != nil {
+				if err := d.readHistogram(msg, histogramFieldsV2); err != nil {
 					return err
 				}
 				d.cur.histograms++
@@ -381,20 +382,15 @@ func (d *decoder) checkRefsV2(i, nsyms int) error {
 	return nil
 }
 
-// addSeriesV2 adds the series d.cur, whose samples are ss, to b; it returns
-// the series resolved, for the next one.
-func (d *decoder) addSeriesV2(b *head.Batch, ss []head.Sample, prev head.SeriesRef) (head.SeriesRef, error) {
+// addSeriesV2 adds the series d.cur, whose samples are ss and valid
+// histograms hs, to b; it returns the series resolved, for the next one.
+func (d *decoder) addSeriesV2(b *head.Batch, ss []head.Sample, hs []head.HistogramSample, prev head.SeriesRef) (head.SeriesRef, error) {
 	cur, syms := &d.cur, d.syms
 	ls := v2Labels{refs: d.refs, syms: syms, utf8ok: d.utf8ok}
 	nLabels := cur.refs.n / 2
 	tooMany := nLabels > d.limits.MaxLabelsPerSeries
 	d.stats.samples += cur.samples
-	if cur.histograms > 0 {
-		d.stats.histograms += cur.histograms
-		if d.stats.histogramSeries == "" {
-			d.stats.histogramSeries = formatSeries(ls)
-		}
-	}
+	d.stats.histograms += cur.histograms
 	if len(d.v2ex) > 0 {
 		d.stats.exemplars += len(d.v2ex)
 		if d.stats.exemplarSeries == "" {
@@ -406,7 +402,7 @@ func (d *decoder) addSeriesV2(b *head.Batch, ss []head.Sample, prev head.SeriesR
 		ref   head.SeriesRef
 		known bool
 	)
-	if d.resolver != nil && (cur.samples > 0 || len(d.v2ex) > 0) {
+	if d.resolver != nil && (cur.samples > 0 || len(d.v2ex) > 0 || len(hs) > 0) {
 		if !tooMany {
 			d.v2cur = ls
 			if ref, known = d.resolver.ResolveNext(prev, d.matchV2); !known {
@@ -423,12 +419,18 @@ func (d *decoder) addSeriesV2(b *head.Batch, ss []head.Sample, prev head.SeriesR
 			err = checkLabels(&d.limits, ls)
 		}
 		if err != nil {
-			d.stats.invalid.Reject(head.ErrInvalidLabels, cur.samples, err.Error())
+			d.stats.invalid.Reject(head.ErrInvalidLabels, cur.samples+cur.histograms, err.Error())
 			return prev, nil
 		}
 	}
 	d.addMetadataV2(b, ls, &cur.meta)
-	if len(ss) == 0 && len(d.v2ex) == 0 {
+	if d.hBad > 0 {
+		d.rejectBadHistograms(func() string { return formatSeries(ls) })
+	}
+	if len(hs) > 0 && d.stats.histogramSeries == "" {
+		d.stats.histogramSeries = formatSeries(ls)
+	}
+	if len(ss) == 0 && len(d.v2ex) == 0 && len(hs) == 0 {
 		return prev, nil
 	}
 	var exs []head.Exemplar
@@ -445,117 +447,17 @@ func (d *decoder) addSeriesV2(b *head.Batch, ss []head.Sample, prev head.SeriesR
 		d.esb.Sort()
 		exs = append(exs, head.Exemplar{Labels: d.esb.Labels(), T: e.t, V: e.v})
 	}
-	if len(ss) == 0 && len(exs) == 0 {
+	if len(ss) == 0 && len(exs) == 0 && len(hs) == 0 {
 		return prev, nil
 	}
 	if known {
-		b.Series = append(b.Series, head.BatchSeries{Ref: ref, Samples: ss, Exemplars: exs})
+		b.Series = append(b.Series, head.BatchSeries{Ref: ref, Samples: ss, Exemplars: exs, Histograms: hs})
 		return prev, nil
 	}
 	d.sb.Reset()
 	for j := 0; j < len(d.refs); j += 2 {
 		d.sb.Add(syms[d.refs[j]], syms[d.refs[j+1]])
 	}
-	b.Series = append(b.Series, head.BatchSeries{Labels: d.sb.Labels(), Samples: ss, Exemplars: exs})
+	b.Series = append(b.Series, head.BatchSeries{Labels: d.sb.Labels(), Samples: ss, Exemplars: exs, Histograms: hs})
 	return prev, nil
-}
-
-// checkHistogram checks a Histogram message as the generated code would
-// decode it (1.0 and 2.0 share its fields up to 16; 2.0 adds 17,
-// start_timestamp), without decoding it: tandem does not store native
-// histograms, so they cost no memory.
-func checkHistogram(b []byte, maxField int) error {
-	r := pbReader{b: b}
-	for !r.done() {
-		field, wire, err := r.key()
-		if err != nil {
-			return err
-		}
-		if field > maxField {
-			if err := r.skip(wire); err != nil {
-				return err
-			}
-			continue
-		}
-		switch field {
-		case 1, 4, 6, 14, 15, 17: // count_int, schema, zero_count_int, reset_hint, timestamp, start_timestamp
-			err = r.scalar(wire, wireVarint)
-		case 2, 3, 5, 7: // count_float, sum, zero_threshold, zero_count_float
-			err = r.scalar(wire, wireFixed64)
-		case 8, 11: // negative_spans, positive_spans
-			if wire != wireBytes {
-				return fmt.Errorf("Histogram field %d has wire type %d: %w", field, wire, errProto)
-			}
-			var msg []byte
-			if msg, err = r.bytes(); err == nil {
-				err = checkBucketSpan(msg)
-			}
-		case 9, 12: // negative_deltas, positive_deltas
-			err = r.repeated(wire, wireVarint)
-		case 10, 13, 16: // negative_counts, positive_counts, custom_values
-			err = r.repeated(wire, wireFixed64)
-		default:
-			err = r.skip(wire)
-		}
-		if err != nil {
-			return fmt.Errorf("Histogram field %d: %w", field, err)
-		}
-	}
-	return nil
-}
-
-// checkBucketSpan checks a BucketSpan message (offset, length: varints).
-func checkBucketSpan(b []byte) error {
-	r := pbReader{b: b}
-	for !r.done() {
-		field, wire, err := r.key()
-		if err != nil {
-			return err
-		}
-		if field == 1 || field == 2 {
-			err = r.scalar(wire, wireVarint)
-		} else {
-			err = r.skip(wire)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// scalar skips a scalar field of wire type want, refusing other wire types.
-func (r *pbReader) scalar(wire, want int) error {
-	if wire != want {
-		return fmt.Errorf("wire type %d, want %d: %w", wire, want, errProto)
-	}
-	var err error
-	if want == wireVarint {
-		_, err = r.uvarint()
-	} else {
-		_, err = r.fixed64()
-	}
-	return err
-}
-
-// repeated skips a repeated scalar field of element wire type elem, packed
-// or not; like the generated code, the last packed element may run past the
-// packed field's end.
-func (r *pbReader) repeated(wire, elem int) error {
-	if wire != wireBytes {
-		return r.scalar(wire, elem)
-	}
-	n, err := r.uvarint()
-	if err != nil {
-		return err
-	}
-	if n > uint64(len(r.b)-r.off) {
-		return errProto
-	}
-	for end := r.off + int(n); r.off < end; {
-		if err := r.scalar(elem, elem); err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -31,12 +32,14 @@ const (
 	ctV2 = "application/x-protobuf;proto=io.prometheus.write.v2.Request"
 )
 
-// recordingAppender keeps every batch it receives. reject decides per sample whether it is refused.
+// recordingAppender keeps every batch it receives. reject decides per sample whether it is refused;
+// ignoreHistograms makes it drop native histograms silently, as the head does until it stores them.
 type recordingAppender struct {
-	mu      sync.Mutex
-	batches []head.Batch
-	err     error
-	reject  func(ls labels.Labels, s head.Sample) error
+	mu               sync.Mutex
+	batches          []head.Batch
+	err              error
+	reject           func(ls labels.Labels, s head.Sample) error
+	ignoreHistograms bool
 }
 
 // exemplars returns how many exemplars were written.
@@ -71,10 +74,16 @@ func (a *recordingAppender) AppendBatch(_ context.Context, b *head.Batch) (head.
 			}
 			ss = append(ss, smp)
 		}
+		var hs []head.HistogramSample
+		if !a.ignoreHistograms {
+			hs = s.Histograms // handed over: kept as they are
+		}
 		res.SamplesWritten += len(ss)
+		res.HistogramsWritten += len(hs)
 		res.ExemplarsWritten += len(s.Exemplars)
-		if len(ss) > 0 || len(s.Exemplars) > 0 {
-			kept.Series = append(kept.Series, head.BatchSeries{Labels: s.Labels, Samples: ss, Exemplars: s.Exemplars})
+		if len(ss) > 0 || len(s.Exemplars) > 0 || len(hs) > 0 {
+			kept.Series = append(kept.Series, head.BatchSeries{Labels: s.Labels, Samples: ss,
+				Exemplars: slices.Clone(s.Exemplars), Histograms: slices.Clone(hs)})
 		}
 	}
 	a.batches = append(a.batches, kept)
@@ -89,6 +98,21 @@ func (a *recordingAppender) series() map[string][]head.Sample {
 	for _, b := range a.batches {
 		for _, s := range b.Series {
 			out[s.Labels.String()] = append(out[s.Labels.String()], s.Samples...)
+		}
+	}
+	return out
+}
+
+// histograms returns every written histogram sample (label string → samples).
+func (a *recordingAppender) histograms() map[string][]head.HistogramSample {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := map[string][]head.HistogramSample{}
+	for _, b := range a.batches {
+		for _, s := range b.Series {
+			if len(s.Histograms) > 0 {
+				out[s.Labels.String()] = append(out[s.Labels.String()], s.Histograms...)
+			}
 		}
 	}
 	return out

@@ -104,38 +104,55 @@ func TestWriteAmplification(t *testing.T) {
 		raw     func() []byte
 		status  int
 		written string // 2.0 samples written
+		// histBytes is the memory its histograms may take beyond the bound
+		// (MaxHistogramBytesPerRequest, with the histogram arena).
+		histBytes uint64
 	}{
 		{"v2 empty series", ctV2, Limits{}, func() []byte {
 			return append(pbBytes(nil, 4, nil), repeated(5, emptyMsg, 4*M)...)
-		}, http.StatusRequestEntityTooLarge, "0"},
+		}, http.StatusRequestEntityTooLarge, "0", 0},
 		{"v2 empty symbols", ctV2, Limits{}, func() []byte {
 			return append(repeated(4, emptyMsg, 8*M), series2(refsAB, pbBytes(nil, 2, sample1))...)
-		}, http.StatusRequestEntityTooLarge, "0"},
+		}, http.StatusRequestEntityTooLarge, "0", 0},
 		{"v2 empty samples", ctV2, Limits{MaxSamplesPerRequest: 100_000}, func() []byte {
 			return append(v2Symbols(), series2(refsAB, repeated(2, emptyMsg, 8*M))...)
-		}, http.StatusRequestEntityTooLarge, "0"},
+		}, http.StatusRequestEntityTooLarge, "0", 0},
 		{"v2 histogram of empty spans", ctV2, Limits{}, func() []byte {
 			return append(v2Symbols(), series2(refsAB, pbBytes(nil, 3, repeated(8, emptyMsg, 4*M)))...)
-		}, http.StatusBadRequest, "0"},
+		}, http.StatusBadRequest, "0", 0},
+		{"v2 histogram of millions of buckets", ctV2, Limits{}, func() []byte {
+			h := append(pbBytes(nil, 11, []byte{2 << 3, 0x80, 0x80, 0x80, 0x04}), pbBytes(nil, 12, make([]byte, 8*M))...) // one span of 8M buckets
+			return append(v2Symbols(), series2(refsAB, pbBytes(nil, 2, sample1), pbBytes(nil, 3, h))...)
+		}, http.StatusBadRequest, "1", 0},
+		{"v2 empty histograms", ctV2, Limits{MaxHistogramBytesPerRequest: 16 * M}, func() []byte {
+			return append(v2Symbols(), series2(refsAB, repeated(3, emptyMsg, 1*M))...)
+		}, http.StatusRequestEntityTooLarge, "0", 16*M + 24*128<<10},
+		{"v2 histograms at the bucket limit", ctV2, Limits{MaxBucketsPerHistogram: 4096, MaxHistogramBytesPerRequest: 16 * M}, func() []byte {
+			h := append(pbBytes(nil, 11, []byte{2 << 3, 0xff, 0x1f}), pbBytes(nil, 12, make([]byte, 4095))...) // 1 span + 4095 buckets
+			return append(v2Symbols(), series2(refsAB, repeated(3, h, 1024))...)
+		}, http.StatusRequestEntityTooLarge, "0", 16 * M},
 		{"v2 millions of label refs", ctV2, Limits{}, func() []byte {
 			return append(v2Symbols(), series2(pbBytes(nil, 1, make([]byte, 16*M)), pbBytes(nil, 2, sample1))...)
-		}, http.StatusBadRequest, "0"},
+		}, http.StatusBadRequest, "0", 0},
 		{"v2 exemplar of millions of label refs", ctV2, Limits{}, func() []byte {
 			ex := pbBytes(nil, 1, make([]byte, 16*M))
 			return append(v2Symbols(), series2(refsAB, pbBytes(nil, 2, sample1), pbBytes(nil, 4, ex))...)
-		}, http.StatusBadRequest, "1"},
+		}, http.StatusBadRequest, "1", 0},
 		{"v1 empty samples", ctV1, Limits{MaxSamplesPerRequest: 100_000}, func() []byte {
 			return series1(pbBytes(nil, 1, labelAB), repeated(2, emptyMsg, 8*M))
-		}, http.StatusRequestEntityTooLarge, ""},
+		}, http.StatusRequestEntityTooLarge, "", 0},
 		{"v1 empty labels", ctV1, Limits{}, func() []byte {
 			return series1(repeated(1, emptyMsg, 4*M), pbBytes(nil, 2, sample1))
-		}, http.StatusBadRequest, ""},
+		}, http.StatusBadRequest, "", 0},
 		{"v1 exemplar of empty labels", ctV1, Limits{}, func() []byte {
 			return series1(pbBytes(nil, 1, labelAB), pbBytes(nil, 2, sample1), pbBytes(nil, 3, repeated(1, emptyMsg, 4*M)))
-		}, http.StatusNoContent, ""},
+		}, http.StatusNoContent, "", 0},
 		{"v1 histogram of empty spans", ctV1, Limits{}, func() []byte {
 			return series1(pbBytes(nil, 1, labelAB), pbBytes(nil, 4, repeated(8, emptyMsg, 4*M)))
-		}, http.StatusNoContent, ""},
+		}, http.StatusBadRequest, "", 0},
+		{"v1 empty histograms", ctV1, Limits{MaxHistogramBytesPerRequest: 16 * M}, func() []byte {
+			return series1(pbBytes(nil, 1, labelAB), repeated(4, emptyMsg, 1*M))
+		}, http.StatusRequestEntityTooLarge, "", 16*M + 24*128<<10},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := testServer(t, &recordingAppender{}, tc.lim, nil)
@@ -149,8 +166,9 @@ func TestWriteAmplification(t *testing.T) {
 			if tc.ct == ctV2 {
 				expectWritten(t, r, tc.written, "0", "0")
 			}
-			if bound := uint64(len(raw) + 16*M); allocated > bound {
-				t.Errorf("the request allocated %.1f MiB, want < %.1f MiB (its decoded size + 16 MiB)", float64(allocated)/M, float64(bound)/M)
+			if bound := uint64(len(raw)+16*M) + tc.histBytes; allocated > bound {
+				t.Errorf("the request allocated %.1f MiB, want < %.1f MiB (its decoded size + 16 MiB + %.1f MiB of histograms)",
+					float64(allocated)/M, float64(bound)/M, float64(tc.histBytes)/M)
 			}
 		})
 	}

@@ -13,21 +13,21 @@ const (
 	versionLabelUnknown = "unknown"
 )
 
-// Values of the "reason" label of tandem_remote_write_dropped_total.
-const (
-	droppedHistogram = "histogram"
-	droppedExemplar  = "exemplar"
-)
+// droppedExemplar is the value of the "reason" label of tandem_remote_write_dropped_total
+// (native histograms, once counted there too, are now written or refused).
+const droppedExemplar = "exemplar"
 
 // writeMetrics holds the write handler's instrumentation.
 type writeMetrics struct {
 	requests        *prometheus.CounterVec
 	duration        *prometheus.HistogramVec
 	samplesReceived *prometheus.CounterVec
-	samplesRejected *prometheus.CounterVec
-	dropped         *prometheus.CounterVec
-	requestBytes    prometheus.Histogram
-	panics          prometheus.Counter
+	// histogramsReceived counts native histogram samples received, by protocol version.
+	histogramsReceived *prometheus.CounterVec
+	samplesRejected    *prometheus.CounterVec
+	dropped            *prometheus.CounterVec
+	requestBytes       prometheus.Histogram
+	panics             prometheus.Counter
 	// inflightRequests and inflightBytes are the requests being handled and their decoded bytes.
 	inflightRequests prometheus.Gauge
 	inflightBytes    prometheus.Gauge
@@ -48,13 +48,17 @@ func newWriteMetrics(reg prometheus.Registerer) *writeMetrics {
 			Name: "tandem_remote_write_samples_received_total",
 			Help: "Float samples received in decoded remote-write requests, by protocol version.",
 		}, []string{"version"}),
+		histogramsReceived: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tandem_remote_write_histograms_received_total",
+			Help: "Native histogram samples received in decoded remote-write requests, by protocol version.",
+		}, []string{"version"}),
 		samplesRejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tandem_remote_write_samples_rejected_total",
-			Help: "Float samples received but not written, by reason.",
+			Help: "Float and native histogram samples received but not written, by reason.",
 		}, []string{"reason"}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tandem_remote_write_dropped_total",
-			Help: "Native histogram samples and exemplars received but not written because they are not supported yet, by reason.",
+			Help: "Exemplars received but not kept by the storage, by reason.",
 		}, []string{"reason"}),
 		requestBytes: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "tandem_remote_write_request_bytes",
@@ -78,6 +82,7 @@ func newWriteMetrics(reg prometheus.Registerer) *writeMetrics {
 		m.requests = register(reg, m.requests)
 		m.duration = register(reg, m.duration)
 		m.samplesReceived = register(reg, m.samplesReceived)
+		m.histogramsReceived = register(reg, m.histogramsReceived)
 		m.samplesRejected = register(reg, m.samplesRejected)
 		m.dropped = register(reg, m.dropped)
 		m.requestBytes = register(reg, m.requestBytes)
@@ -85,6 +90,7 @@ func newWriteMetrics(reg prometheus.Registerer) *writeMetrics {
 		m.inflightRequests = register(reg, m.inflightRequests)
 		m.inflightBytes = register(reg, m.inflightBytes)
 	}
+	m.dropped.WithLabelValues(droppedExemplar) // exported from the start, at 0
 	return m
 }
 

@@ -23,7 +23,9 @@ type Appender interface {
 	// refused samples are reported in the result (→ 400) while the accepted ones are durably written.
 	// Re-sending a batch is idempotent (identical samples are accepted silently).
 	// The handler reuses b's memory for its next request once AppendBatch returns:
-	// the Appender copies what it keeps.
+	// the Appender copies what it keeps, except the native histograms the
+	// HistogramSample values point to, which are decoded fresh for each
+	// request and handed over (the Appender may keep the pointers).
 	AppendBatch(ctx context.Context, b *head.Batch) (head.AppendResult, error)
 }
 
@@ -53,6 +55,9 @@ type SeriesResolver interface {
 // request of empty entries (2 bytes each on the wire) is refused at 500k
 // series or 2M samples, some 50 MiB of decoder memory, instead of growing
 // with the decoded size (an empty 2.0 series cost 176 bytes, 88x its wire size).
+// Native histograms are decoded into memory the Appender keeps: each is
+// bounded by MaxBucketsPerHistogram and all of a request's by
+// MaxHistogramBytesPerRequest, both checked before the histogram is allocated.
 type Limits struct {
 	// MaxBodyBytes is the largest accepted compressed body (0 = default 32 MiB).
 	MaxBodyBytes int64
@@ -70,6 +75,12 @@ type Limits struct {
 	MaxSamplesPerRequest int
 	// MaxSymbolsPerRequest is the largest 2.0 symbols table (0 = default 2M).
 	MaxSymbolsPerRequest int
+	// MaxBucketsPerHistogram is the most spans, buckets and custom bounds one native histogram may have; a
+	// histogram with more is refused (400, the rest of the request is written) before it is decoded (0 = default 16384).
+	MaxBucketsPerHistogram int
+	// MaxHistogramBytesPerRequest bounds the memory the native histograms of one request are decoded into,
+	// counted as 184 bytes a histogram plus 8 a span, bucket and custom bound; more get 413 (0 = default 256 MiB).
+	MaxHistogramBytesPerRequest int64
 	// MaxConcurrentRequests is how many write requests are handled at once; more wait up to MaxQueueWait, then get 503 with Retry-After (0 = default 64).
 	MaxConcurrentRequests int
 	// MaxQueueWait is how long a request waits for one of the MaxConcurrentRequests slots, its body not yet read (0 = default 2s).
@@ -93,20 +104,34 @@ const (
 	DefaultMaxQueueWait          = 2 * time.Second // wait for a request slot
 )
 
+// Default limits of native histograms, used for zero fields of Limits.
+const (
+	// DefaultMaxBucketsPerHistogram: Prometheus bounds no histogram it
+	// receives (and scrapes none by default: native_histogram_bucket_limit
+	// is 0); client libraries and OpenTelemetry default to 160 buckets per
+	// side, and schema 8 over 1e-9…1e9 takes some 15k.
+	DefaultMaxBucketsPerHistogram = 16384
+	// DefaultMaxHistogramBytesPerRequest: 50k histograms (a heavy
+	// max_samples_per_send) of 320 buckets take about 140 MiB.
+	DefaultMaxHistogramBytesPerRequest = 256 << 20
+)
+
 // DefaultLimits returns the limits used when none are configured.
 func DefaultLimits() Limits {
 	return Limits{
-		MaxBodyBytes:          DefaultMaxBodyBytes,
-		MaxDecodedBytes:       DefaultMaxDecodedBytes,
-		MaxLabelsPerSeries:    DefaultMaxLabelsPerSeries,
-		MaxLabelNameLength:    DefaultMaxLabelNameLength,
-		MaxLabelValueLength:   DefaultMaxLabelValueLength,
-		MaxSeriesPerRequest:   DefaultMaxSeriesPerRequest,
-		MaxSamplesPerRequest:  DefaultMaxSamplesPerRequest,
-		MaxSymbolsPerRequest:  DefaultMaxSymbolsPerRequest,
-		MaxConcurrentRequests: DefaultMaxConcurrentRequests,
-		MaxInflightBytes:      DefaultMaxInflightBytes,
-		MaxQueueWait:          DefaultMaxQueueWait,
+		MaxBodyBytes:                DefaultMaxBodyBytes,
+		MaxDecodedBytes:             DefaultMaxDecodedBytes,
+		MaxLabelsPerSeries:          DefaultMaxLabelsPerSeries,
+		MaxLabelNameLength:          DefaultMaxLabelNameLength,
+		MaxLabelValueLength:         DefaultMaxLabelValueLength,
+		MaxSeriesPerRequest:         DefaultMaxSeriesPerRequest,
+		MaxSamplesPerRequest:        DefaultMaxSamplesPerRequest,
+		MaxSymbolsPerRequest:        DefaultMaxSymbolsPerRequest,
+		MaxBucketsPerHistogram:      DefaultMaxBucketsPerHistogram,
+		MaxHistogramBytesPerRequest: DefaultMaxHistogramBytesPerRequest,
+		MaxConcurrentRequests:       DefaultMaxConcurrentRequests,
+		MaxInflightBytes:            DefaultMaxInflightBytes,
+		MaxQueueWait:                DefaultMaxQueueWait,
 	}
 }
 
@@ -131,6 +156,8 @@ func (l Limits) withDefaults() Limits {
 	def(&l.MaxSeriesPerRequest, d.MaxSeriesPerRequest)
 	def(&l.MaxSamplesPerRequest, d.MaxSamplesPerRequest)
 	def(&l.MaxSymbolsPerRequest, d.MaxSymbolsPerRequest)
+	def(&l.MaxBucketsPerHistogram, d.MaxBucketsPerHistogram)
+	def64(&l.MaxHistogramBytesPerRequest, d.MaxHistogramBytesPerRequest)
 	def(&l.MaxConcurrentRequests, d.MaxConcurrentRequests)
 	def64(&l.MaxInflightBytes, d.MaxInflightBytes)
 	if l.MaxQueueWait <= 0 {

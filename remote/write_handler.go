@@ -39,11 +39,8 @@ const (
 	encodingSnappy      = "snappy"
 )
 
-// Errors reported for data tandem does not store yet.
-var (
-	errHistogramsUnsupported = errors.New("native histograms are not supported yet")
-	errExemplarsRefused      = errors.New("exemplars out of order for their series, over the exemplar limit, or of an invalid series")
-)
+// errExemplarsRefused is reported for exemplars the storage did not keep.
+var errExemplarsRefused = errors.New("exemplars out of order for their series, over the exemplar limit, or of an invalid series")
 
 // protoVersion is the negotiated protobuf message of a request.
 type protoVersion int
@@ -131,7 +128,6 @@ type writeHandler struct {
 	inflight byteBudget    // decoded bytes of the requests being handled (MaxInflightBytes)
 
 	refusedLog  logLimiter // 4xx answers
-	droppedLog  logLimiter // histograms/exemplars silently dropped from 1.0 requests
 	internalLog logLimiter // 5xx answers
 	panicLog    logLimiter // panics
 }
@@ -152,7 +148,6 @@ func NewWriteHandler(app Appender, opts WriteHandlerOptions) http.Handler {
 		slots:       make(chan struct{}, lim.MaxConcurrentRequests),
 		inflight:    byteBudget{max: lim.MaxInflightBytes},
 		refusedLog:  logLimiter{every: 5 * time.Second},
-		droppedLog:  logLimiter{every: time.Minute},
 		internalLog: logLimiter{every: time.Second},
 		panicLog:    logLimiter{every: time.Second},
 	}
@@ -306,19 +301,15 @@ func (h *writeHandler) process(d *decoder, r *http.Request, resp response) respo
 	st := &d.stats
 	h.metrics.samplesReceived.WithLabelValues(ver.label()).Add(float64(st.samples))
 	if st.histograms > 0 {
-		h.metrics.dropped.WithLabelValues(droppedHistogram).Add(float64(st.histograms))
-	}
-	if ver == protoV1 && st.histograms > 0 {
-		if ok, n := h.droppedLog.allow(); ok {
-			h.logger.Warn("dropping native histograms of a 1.0 request: not supported yet",
-				"histograms", st.histograms, "suppressed_logs", n)
-		} else {
-			h.logger.Debug("dropping native histograms of a 1.0 request: not supported yet", "histograms", st.histograms)
-		}
+		h.metrics.histogramsReceived.WithLabelValues(ver.label()).Add(float64(st.histograms))
 	}
 
 	var res head.AppendResult
 	if len(batch.Series) > 0 || len(batch.Metadata) > 0 {
+		passed, passedH := 0, 0
+		if st.histograms > 0 {
+			passed, passedH = batchCounts(batch)
+		}
 		res, err = h.app.AppendBatch(r.Context(), batch)
 		if errors.Is(err, head.ErrSeriesGone) {
 			// A series resolved from the decoder's cache left the head
@@ -327,18 +318,23 @@ func (h *writeHandler) process(d *decoder, r *http.Request, resp response) respo
 			if batch, err = d.decode(ver, raw); err != nil {
 				return resp.failErr(err)
 			}
+			if st.histograms > 0 {
+				passed, passedH = batchCounts(batch)
+			}
 			res, err = h.app.AppendBatch(r.Context(), batch)
 		}
 		if err != nil {
-			resp.samples = res.SamplesWritten
+			resp.samples, resp.histograms = res.SamplesWritten, res.HistogramsWritten
 			if errors.Is(err, head.ErrUnavailable) {
 				resp.retryAfter = retryAfterUnavailable
 				return resp.fail(http.StatusServiceUnavailable, fmt.Sprintf("storage unavailable, nothing of the request was acknowledged, retry later: %v", err))
 			}
 			return resp.fail(http.StatusInternalServerError, fmt.Sprintf("storing the request failed, retry later: %v", err))
 		}
+		unaccountedHistograms(&res, passed, passedH, st.histogramSeries)
 	}
 	resp.samples = res.SamplesWritten
+	resp.histograms = res.HistogramsWritten
 	resp.exemplars = res.ExemplarsWritten
 	exemplarsLost := st.exemplars - res.ExemplarsWritten
 	if exemplarsLost > 0 {
@@ -351,10 +347,10 @@ func (h *writeHandler) process(d *decoder, r *http.Request, resp response) respo
 		res.Reject(reason, n, st.invalid.Examples[reason])
 	}
 	for reason, n := range res.Rejected {
-		h.metrics.samplesRejected.WithLabelValues(head.ReasonLabel(reason)).Add(float64(n))
+		h.metrics.samplesRejected.WithLabelValues(reasonLabel(reason)).Add(float64(n))
 	}
 
-	unwritten := res.RejectedTotal() > 0 || ver == protoV2 && (st.histograms > 0 || exemplarsLost > 0)
+	unwritten := res.RejectedTotal() > 0 || ver == protoV2 && exemplarsLost > 0
 	if !unwritten {
 		resp.status = http.StatusNoContent
 		return resp
@@ -363,14 +359,11 @@ func (h *writeHandler) process(d *decoder, r *http.Request, resp response) respo
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "partial write: %d of %d samples written", resp.samples, st.samples)
 	if st.histograms > 0 || st.exemplars > 0 {
-		fmt.Fprintf(&sb, ", 0 of %d histograms, %d of %d exemplars", st.histograms, res.ExemplarsWritten, st.exemplars)
+		fmt.Fprintf(&sb, ", %d of %d histograms, %d of %d exemplars", resp.histograms, st.histograms, res.ExemplarsWritten, st.exemplars)
 	}
 	if err := res.Err(); err != nil {
 		sb.WriteString("\n")
 		sb.WriteString(err.Error())
-	}
-	if st.histograms > 0 {
-		fmt.Fprintf(&sb, "\n%d histogram samples not written: %v (e.g. series %s)", st.histograms, errHistogramsUnsupported, st.histogramSeries)
 	}
 	if exemplarsLost > 0 {
 		fmt.Fprintf(&sb, "\n%d exemplars not written: %v (e.g. series %s)", exemplarsLost, errExemplarsRefused, st.exemplarSeries)
@@ -378,6 +371,31 @@ func (h *writeHandler) process(d *decoder, r *http.Request, resp response) respo
 	resp.status = http.StatusBadRequest
 	resp.body = sb.String()
 	return resp
+}
+
+// batchCounts returns the float and histogram samples of b, and the histogram samples alone.
+func batchCounts(b *head.Batch) (samples, histograms int) {
+	for i := range b.Series {
+		samples += len(b.Series[i].Samples)
+		histograms += len(b.Series[i].Histograms)
+	}
+	return samples + histograms, histograms
+}
+
+// unaccountedHistograms reports as refused (head.ErrHistogram) the histogram
+// samples an Appender neither wrote nor refused: of passed samples, passedH
+// of them histograms, res accounts for fewer. The head ignores native
+// histograms until it stores them; without this the request would be
+// acknowledged without them. example names a series that carried some.
+func unaccountedHistograms(res *head.AppendResult, passed, passedH int, example string) {
+	if passedH == 0 {
+		return
+	}
+	missing := passed - res.SamplesWritten - res.HistogramsWritten - res.RejectedTotal()
+	if missing <= 0 {
+		return
+	}
+	res.Reject(head.ErrHistogram, min(missing, passedH), fmt.Sprintf("series %s: the storage did not keep them", example))
 }
 
 // fail returns r answering status with body.
