@@ -1,7 +1,6 @@
 package remote
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -31,16 +30,8 @@ const (
 
 // errInvalidHistogram is the rejection reason of native histograms that
 // Prometheus would not accept (histogram.Histogram.Validate) or that exceed
-// MaxBucketsPerHistogram.
-var errInvalidHistogram = errors.New("invalid native histogram")
-
-// reasonLabel returns the metric label of a rejection reason.
-func reasonLabel(err error) string {
-	if errors.Is(err, errInvalidHistogram) {
-		return "invalid_histogram"
-	}
-	return head.ReasonLabel(err)
-}
+// MaxBucketsPerHistogram: the head's reason, so both count alike.
+var errInvalidHistogram = head.ErrInvalidHistogram
 
 // histHeaderBytes is what one decoded histogram costs besides its spans,
 // buckets and custom bounds (8 bytes each): the histogram and its

@@ -33,13 +33,11 @@ const (
 )
 
 // recordingAppender keeps every batch it receives. reject decides per sample whether it is refused;
-// ignoreHistograms makes it drop native histograms silently, as the head does until it stores them.
 type recordingAppender struct {
-	mu               sync.Mutex
-	batches          []head.Batch
-	err              error
-	reject           func(ls labels.Labels, s head.Sample) error
-	ignoreHistograms bool
+	mu      sync.Mutex
+	batches []head.Batch
+	err     error
+	reject  func(ls labels.Labels, s head.Sample) error
 }
 
 // exemplars returns how many exemplars were written.
@@ -74,10 +72,7 @@ func (a *recordingAppender) AppendBatch(_ context.Context, b *head.Batch) (head.
 			}
 			ss = append(ss, smp)
 		}
-		var hs []head.HistogramSample
-		if !a.ignoreHistograms {
-			hs = s.Histograms // handed over: kept as they are
-		}
+		hs := s.Histograms // handed over: kept as they are
 		res.SamplesWritten += len(ss)
 		res.HistogramsWritten += len(hs)
 		res.ExemplarsWritten += len(s.Exemplars)

@@ -306,10 +306,6 @@ func (h *writeHandler) process(d *decoder, r *http.Request, resp response) respo
 
 	var res head.AppendResult
 	if len(batch.Series) > 0 || len(batch.Metadata) > 0 {
-		passed, passedH := 0, 0
-		if st.histograms > 0 {
-			passed, passedH = batchCounts(batch)
-		}
 		res, err = h.app.AppendBatch(r.Context(), batch)
 		if errors.Is(err, head.ErrSeriesGone) {
 			// A series resolved from the decoder's cache left the head
@@ -317,9 +313,6 @@ func (h *writeHandler) process(d *decoder, r *http.Request, resp response) respo
 			// again, now by labels, and store once more.
 			if batch, err = d.decode(ver, raw); err != nil {
 				return resp.failErr(err)
-			}
-			if st.histograms > 0 {
-				passed, passedH = batchCounts(batch)
 			}
 			res, err = h.app.AppendBatch(r.Context(), batch)
 		}
@@ -331,7 +324,6 @@ func (h *writeHandler) process(d *decoder, r *http.Request, resp response) respo
 			}
 			return resp.fail(http.StatusInternalServerError, fmt.Sprintf("storing the request failed, retry later: %v", err))
 		}
-		unaccountedHistograms(&res, passed, passedH, st.histogramSeries)
 	}
 	resp.samples = res.SamplesWritten
 	resp.histograms = res.HistogramsWritten
@@ -347,7 +339,7 @@ func (h *writeHandler) process(d *decoder, r *http.Request, resp response) respo
 		res.Reject(reason, n, st.invalid.Examples[reason])
 	}
 	for reason, n := range res.Rejected {
-		h.metrics.samplesRejected.WithLabelValues(reasonLabel(reason)).Add(float64(n))
+		h.metrics.samplesRejected.WithLabelValues(head.ReasonLabel(reason)).Add(float64(n))
 	}
 
 	unwritten := res.RejectedTotal() > 0 || ver == protoV2 && exemplarsLost > 0
@@ -371,31 +363,6 @@ func (h *writeHandler) process(d *decoder, r *http.Request, resp response) respo
 	resp.status = http.StatusBadRequest
 	resp.body = sb.String()
 	return resp
-}
-
-// batchCounts returns the float and histogram samples of b, and the histogram samples alone.
-func batchCounts(b *head.Batch) (samples, histograms int) {
-	for i := range b.Series {
-		samples += len(b.Series[i].Samples)
-		histograms += len(b.Series[i].Histograms)
-	}
-	return samples + histograms, histograms
-}
-
-// unaccountedHistograms reports as refused (head.ErrHistogram) the histogram
-// samples an Appender neither wrote nor refused: of passed samples, passedH
-// of them histograms, res accounts for fewer. The head ignores native
-// histograms until it stores them; without this the request would be
-// acknowledged without them. example names a series that carried some.
-func unaccountedHistograms(res *head.AppendResult, passed, passedH int, example string) {
-	if passedH == 0 {
-		return
-	}
-	missing := passed - res.SamplesWritten - res.HistogramsWritten - res.RejectedTotal()
-	if missing <= 0 {
-		return
-	}
-	res.Reject(head.ErrHistogram, min(missing, passedH), fmt.Sprintf("series %s: the storage did not keep them", example))
 }
 
 // fail returns r answering status with body.

@@ -219,7 +219,7 @@ func TestDashboard(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// A sample too far in the future (rejected) and a native histogram (refused while the head does not store them).
+	// A sample too far in the future (rejected) and a native histogram (stored).
 	future := time.Now().Add(time.Hour).UnixMilli()
 	lbls := []prompb.Label{{Name: "__name__", Value: "dash_probe"}, {Name: "instance", Value: "a"}, {Name: "job", Value: "dash"}}
 	if code := postV1(t, p, &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{{Labels: lbls, Samples: []prompb.Sample{{Value: 1, Timestamp: future}}}}}); code != http.StatusBadRequest {
