@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/prometheus/model/rulefmt"
 	"github.com/prometheus/prometheus/prompb"
 	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/prometheus/prometheus/tsdb/tsdbutil"
 )
 
 // prometheusCachePath is where .ci/run installs a real Prometheus 3
@@ -388,7 +389,29 @@ func checkRemoteRead(t *testing.T, tandem, prom *tandemProc) {
 	for i := 0; i < n; i++ {
 		ts.Samples = append(ts.Samples, prompb.Sample{Value: float64(i*i%97 + 10*i), Timestamp: now - int64(n-1-i)*5000})
 	}
-	if code := postV1(t, tandem, &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{ts}}); code != http.StatusNoContent {
+	// Native histograms too: integer counts, float counts and custom buckets.
+	hts := []prompb.TimeSeries{ts}
+	for _, kind := range []string{"int", "float", "nhcb"} {
+		h := prompb.TimeSeries{Labels: []prompb.Label{
+			{Name: "__name__", Value: "tandem_e2e_remote_read_histogram"},
+			{Name: "instance", Value: "probe"},
+			{Name: "job", Value: "probe"},
+			{Name: "kind", Value: kind},
+		}}
+		for i := 0; i < n; i++ {
+			at := now - int64(n-1-i)*5000
+			switch kind {
+			case "int":
+				h.Histograms = append(h.Histograms, prompb.FromIntHistogram(at, tsdbutil.GenerateTestHistogram(int64(i))))
+			case "float":
+				h.Histograms = append(h.Histograms, prompb.FromFloatHistogram(at, tsdbutil.GenerateTestFloatHistogram(int64(i))))
+			default:
+				h.Histograms = append(h.Histograms, prompb.FromIntHistogram(at, tsdbutil.GenerateTestCustomBucketsHistogram(int64(i))))
+			}
+		}
+		hts = append(hts, h)
+	}
+	if code := postV1(t, tandem, &prompb.WriteRequest{Timeseries: hts}); code != http.StatusNoContent {
 		t.Fatalf("write the remote-read probe: HTTP %d", code)
 	}
 	var d queryData
@@ -399,6 +422,8 @@ func checkRemoteRead(t *testing.T, tandem, prom *tandemProc) {
 		{"query": {"tandem_e2e_remote_read_probe[10m]"}, "time": {fmtTime(now)}},
 		{"query": {"rate(tandem_e2e_remote_read_probe[1m])"}, "start": {fmtTime(now - 9*60000)}, "end": {fmtTime(now)}, "step": {"15"}},
 		{"query": {"max_over_time(tandem_e2e_remote_read_probe[2m])"}, "start": {fmtTime(now - 9*60000)}, "end": {fmtTime(now)}, "step": {"30"}},
+		{"query": {"tandem_e2e_remote_read_histogram[10m]"}, "time": {fmtTime(now)}},
+		{"query": {"histogram_quantile(0.8, rate(tandem_e2e_remote_read_histogram[1m]))"}, "start": {fmtTime(now - 9*60000)}, "end": {fmtTime(now)}, "step": {"15"}},
 	} {
 		path := "/api/v1/query"
 		if q.Has("step") {
