@@ -134,8 +134,8 @@ func compareHModels(t *testing.T, what string, got, want hmodel) {
 }
 
 // TestDBHistogramsThroughBlocks: histogram members of several targets,
-// beside float members, go through flushes, an out-of-order block, compaction,
-// a tombstone rewrite and a restart, and read back bit for bit through the
+// beside float members, go through flushes, an out-of-order block, a
+// snapshot, compaction, a tombstone rewrite and a restart, and read back bit for bit through the
 // querier and the chunk querier.
 func TestDBHistogramsThroughBlocks(t *testing.T) {
 	dir := t.TempDir()
@@ -193,6 +193,16 @@ func TestDBHistogramsThroughBlocks(t *testing.T) {
 		write(i)
 	}
 	compareHModels(t, "head and blocks", readHModel(t, db), want)
+	// A snapshot with the head holds them too.
+	snap := t.TempDir()
+	if err := db.Snapshot(snap, true); err != nil {
+		t.Fatal(err)
+	}
+	sdb := openDB(t, snap, mod)
+	compareHModels(t, "snapshot", readHModel(t, sdb), want)
+	if err := sdb.Close(); err != nil {
+		t.Fatal(err)
+	}
 	if err := db.Flush(true); err != nil {
 		t.Fatal(err)
 	}
