@@ -11,7 +11,6 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/storage"
@@ -311,8 +310,3 @@ func (it *filteredIterator) Seek(t int64) chunkenc.ValueType {
 	}
 	return vt
 }
-
-var (
-	_ = math.MaxInt64
-	_ = histogram.Histogram{}
-)
