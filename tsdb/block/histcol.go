@@ -85,31 +85,34 @@ func colName(col *colView) string {
 // Histograms or FloatHistograms, decoding into the histograms that the
 // slice's capacity beyond its length holds (they must not be among the
 // slice's elements), allocating the others.
-func (d *colDecoder) appendHistograms(col colView, c *Column) error {
+func (d *colDecoder) appendHistograms(col colView, c *Column) (err error) {
 	if col.kind == KindHistogram {
-		d.hdec.Reset(col.data, col.count)
-		hs := c.Histograms
-		for range col.count {
-			if !d.hdec.Next() {
-				return fmt.Errorf("member %d: histograms: %w: %w", col.member, errOr(d.hdec.Err()), ErrCorrupt)
-			}
-			hs = slices.Grow(hs, 1)
-			hs = hs[:len(hs)+1]
-			hs[len(hs)-1] = d.hdec.At(hs[len(hs)-1])
-		}
-		c.Histograms = hs
-		return nil
+		c.Histograms, err = appendDecoded(c.Histograms, &d.hdec, col, "histograms")
+		return err
 	}
-	d.fdec.Reset(col.data, col.count)
-	fhs := c.FloatHistograms
+	c.FloatHistograms, err = appendDecoded(c.FloatHistograms, &d.fdec, col, "float histograms")
+	return err
+}
+
+// histDecoder is what appendDecoded needs of the histogram column decoders.
+type histDecoder[H any] interface {
+	Reset(b []byte, n int)
+	Next() bool
+	At(h H) H
+	Err() error
+}
+
+// appendDecoded decodes col's histograms with dec onto hs, reusing the
+// histograms in hs's capacity beyond its length.
+func appendDecoded[H any](hs []H, dec histDecoder[H], col colView, what string) ([]H, error) {
+	dec.Reset(col.data, col.count)
 	for range col.count {
-		if !d.fdec.Next() {
-			return fmt.Errorf("member %d: float histograms: %w: %w", col.member, errOr(d.fdec.Err()), ErrCorrupt)
+		if !dec.Next() {
+			return hs, fmt.Errorf("member %d: %s: %w: %w", col.member, what, errOr(dec.Err()), ErrCorrupt)
 		}
-		fhs = slices.Grow(fhs, 1)
-		fhs = fhs[:len(fhs)+1]
-		fhs[len(fhs)-1] = d.fdec.At(fhs[len(fhs)-1])
+		hs = slices.Grow(hs, 1)
+		hs = hs[:len(hs)+1]
+		hs[len(hs)-1] = dec.At(hs[len(hs)-1])
 	}
-	c.FloatHistograms = fhs
-	return nil
+	return hs, nil
 }
