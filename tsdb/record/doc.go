@@ -2,8 +2,8 @@
 // write-ahead log.
 //
 // One record holds one committed write request (a Commit): the series first
-// created by that write, its float samples, any metric metadata, exemplars
-// and native histogram samples. The WAL
+// created by that write, its float samples, any metric metadata, exemplars,
+// native histogram samples and start timestamps. The WAL
 // stores each record as a single checksummed frame, so a record is recovered
 // whole or not at all.
 //
@@ -15,7 +15,7 @@
 // "str" is a uvarint byte length followed by that many bytes (UTF-8 is not
 // enforced).
 //
-//	record   := type series samples metadata [exemplars [histograms]]
+//	record   := type series samples metadata [exemplars [histograms [starts]]]
 //	            (no trailing bytes)
 //	type     := 1 byte: 0x01 TypeCommit, 0x02 TypeCommitExemplars (with an
 //	            exemplars section), 0x03 TypeCommitCompact and 0x04
@@ -25,7 +25,11 @@
 //	            0x05 TypeCommitHistograms (compact samples, then an exemplars
 //	            section whose count may be 0 and a histograms section: what
 //	            Encode writes when there are histograms, so a commit without
-//	            them has the bytes it had before histograms existed). An
+//	            them has the bytes it had before histograms existed),
+//	            0x06 TypeCommitStarts (compact samples, exemplars and
+//	            histograms sections whose counts may be 0, then a starts
+//	            section: what Encode writes when there are start
+//	            timestamps, so a commit without them keeps its bytes). An
 //	            unknown type is a decode error.
 //
 //	series   := uvarint count, then count times:
@@ -60,11 +64,12 @@
 //	metadata := uvarint count, then count times:
 //	              str metric, str type, str help, str unit
 //
-//	exemplars := uvarint count (at least 1 in type 0x02 and 0x04), then
+//	exemplars := uvarint count (at least 1 in types 0x02 and 0x04), then
 //	            count times: uvarint ref, varint t, 8 bytes value,
 //	            uvarint nlabels, then nlabels times: str name, str value
 //
-//	histograms (type 0x05) := uvarint count (at least 1), then count times:
+//	histograms (types 0x05, 0x06) := uvarint count (at least 1 in type
+//	            0x05, may be 0 in 0x06), then count times:
 //	              varint (ref - previous ref), varint (t - previous t)
 //	                (the previous histogram's; 0 before the first),
 //	              uvarint header, bits:
@@ -102,10 +107,22 @@
 //	            nil; nil and empty encode alike. Decode allocates every
 //	            histogram and its lists afresh, so the caller may keep them.
 //
+//	starts (type 0x06) := uvarint count (at least 1), then count times:
+//	              varint (ref - previous ref), varint (t - previous t),
+//	              varint (st - previous st)
+//	                (the previous entry's; 0 before the first; deltas with
+//	                two's-complement wrap-around, as in the samples)
+//	            Each entry is the start timestamp st of the sample or
+//	            histogram of series ref at t in this record, in the order
+//	            Encode was given them; st is never 0 (a sample without a
+//	            start timestamp has no entry), so a commit has one encoding.
+//	            Decode does not check that a matching sample exists.
+//
 // Every count is checked against the bytes left in the record before any
 // memory is allocated (a series needs at least 2 bytes, a label 2, a sample
 // 10, a compact sample 3, a metadata entry 4, an exemplar 11, a histogram
-// 18, a span 2, an integer bucket 1, a float bucket or custom value 8), so
+// 18, a span 2, an integer bucket 1, a float bucket or custom value 8, a
+// start 3), so
 // decoding never allocates more than O(len(record)) memory, whatever the
 // input.
 package record

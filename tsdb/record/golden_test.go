@@ -38,12 +38,14 @@ var goldenRecords = []struct {
 	{"type3_commit_compact", sampleCommit, false, TypeCommitCompact},
 	{"type3_empty", func() *Commit { return &Commit{} }, false, TypeCommitCompact},
 	{"type4_commit_compact_exemplars", exemplarCommit, false, TypeCommitCompactExemplars},
+	{"type6_commit_starts", startsCommit, false, TypeCommitStarts},
+	{"type6_commit_starts_histograms", startsHistogramsCommit, false, TypeCommitStarts},
 }
 
 func goldenPath(name string) string { return filepath.Join("testdata", "golden", name+".hex") }
 
-// TestGoldenRecords: Encode reproduces the pinned bytes of every record
-// without histograms, and the pinned bytes decode to the same commit.
+// TestGoldenRecords: Encode reproduces the pinned bytes of every pinned
+// record, and the pinned bytes decode to the same commit.
 func TestGoldenRecords(t *testing.T) {
 	for _, g := range goldenRecords {
 		t.Run(g.name, func(t *testing.T) {

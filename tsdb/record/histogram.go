@@ -142,13 +142,17 @@ func sameFloats(a, b []float64) bool {
 	return true
 }
 
-// decodeHistograms reads the histograms section into fresh histograms.
-func (c *Commit) decodeHistograms(d *decoder) {
+// decodeHistograms reads the histograms section into fresh histograms;
+// only the starts type allows it to be empty.
+func (c *Commit) decodeHistograms(d *decoder, mayBeEmpty bool) {
 	n := d.count("histogram", minHistogramSize)
-	if n == 0 {
-		d.fail("histograms record without histograms")
-	}
 	if d.err != nil {
+		return
+	}
+	if n == 0 {
+		if !mayBeEmpty {
+			d.fail("histograms record without histograms")
+		}
 		return
 	}
 	c.Histograms = grow(c.Histograms, n)

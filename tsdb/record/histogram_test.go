@@ -399,7 +399,7 @@ func TestHistogramDecodeErrors(t *testing.T) {
 			[]byte{2, 0, histCustom, 0}, intTail, cv,
 			[]byte{0, 0, histCustom, 0}, intTail, cv),
 		"trailing bytes": append(append([]byte(nil), valid...), 0),
-		"unknown type":   {TypeCommitHistograms + 1, 0, 0, 0, 0, 0},
+		"unknown type":   {TypeCommitStarts + 1, 0, 0, 0, 0, 0, 1, 2, 0, 2},
 	}
 	for name, rec := range cases {
 		t.Run(name, func(t *testing.T) {

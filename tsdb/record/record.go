@@ -75,7 +75,7 @@ type RefExemplar struct {
 	Labels labels.Labels
 }
 
-// Commit is the content of one record: series first created by this write, its samples, metric metadata and exemplars.
+// Commit is the content of one record: series first created by this write, its samples, metric metadata, exemplars, histograms and start timestamps.
 type Commit struct {
 	Series    []RefSeries
 	Samples   []RefSample
@@ -84,6 +84,10 @@ type Commit struct {
 	// Histograms are native histogram samples. Decode allocates each
 	// histogram afresh, so the pointers may be kept.
 	Histograms []RefHistogram
+	// Starts are the start timestamps of samples and histograms of this
+	// commit, only those with ST != 0, in the caller's order (normally the
+	// samples', then the histograms'). Encode panics on an ST of 0.
+	Starts []RefStart
 
 	builder     labels.ScratchBuilder
 	builderInit bool
@@ -100,14 +104,19 @@ func (c *Commit) Reset() {
 	c.Metadata = c.Metadata[:0]
 	c.Exemplars = c.Exemplars[:0]
 	c.Histograms = c.Histograms[:0]
+	c.Starts = c.Starts[:0]
 }
 
 // Encode appends the binary record to buf and returns it: type
-// TypeCommitHistograms when c has histograms, otherwise TypeCommitCompact or
+// TypeCommitStarts when c has start timestamps, else TypeCommitHistograms
+// when it has histograms, otherwise TypeCommitCompact or
 // TypeCommitCompactExemplars.
 func (c *Commit) Encode(buf []byte) []byte {
+	starts := len(c.Starts) > 0
 	hist := len(c.Histograms) > 0
-	if hist {
+	if starts {
+		buf = append(buf, TypeCommitStarts)
+	} else if hist {
 		buf = append(buf, TypeCommitHistograms)
 	} else if len(c.Exemplars) > 0 {
 		buf = append(buf, TypeCommitCompactExemplars)
@@ -147,7 +156,7 @@ func (c *Commit) Encode(buf []byte) []byte {
 		buf = appendString(buf, m.Help)
 		buf = appendString(buf, m.Unit)
 	}
-	if len(c.Exemplars) > 0 || hist {
+	if len(c.Exemplars) > 0 || hist || starts {
 		buf = binary.AppendUvarint(buf, uint64(len(c.Exemplars)))
 		for i := range c.Exemplars {
 			e := &c.Exemplars[i]
@@ -161,8 +170,11 @@ func (c *Commit) Encode(buf []byte) []byte {
 			})
 		}
 	}
-	if hist {
+	if hist || starts {
 		buf = c.appendHistograms(buf)
+	}
+	if starts {
+		buf = c.appendStarts(buf)
 	}
 	return buf
 }
@@ -297,7 +309,7 @@ func Decode(rec []byte, c *Commit) error {
 		return fmt.Errorf("%w: empty record", ErrMalformed)
 	}
 	typ := rec[0]
-	if typ < TypeCommit || typ > TypeCommitHistograms {
+	if typ < TypeCommit || typ > TypeCommitStarts {
 		return fmt.Errorf("%w: unknown record type %d", ErrMalformed, typ)
 	}
 	d := decoder{b: rec, off: 1}
@@ -316,7 +328,11 @@ func Decode(rec []byte, c *Commit) error {
 		c.decodeExemplars(&d, false)
 	case TypeCommitHistograms:
 		c.decodeExemplars(&d, true)
-		c.decodeHistograms(&d)
+		c.decodeHistograms(&d, false)
+	case TypeCommitStarts:
+		c.decodeExemplars(&d, true)
+		c.decodeHistograms(&d, true)
+		c.decodeStarts(&d)
 	}
 	if d.err != nil {
 		return d.err
@@ -369,8 +385,8 @@ func (c *Commit) decodeSeries(d *decoder) error {
 	return nil
 }
 
-// decodeExemplars reads an exemplars section; only the histograms type
-// allows it to be empty.
+// decodeExemplars reads an exemplars section; only the histograms and
+// starts types allow it to be empty.
 func (c *Commit) decodeExemplars(d *decoder, mayBeEmpty bool) {
 	n := d.count("exemplar", minSampleSize+1)
 	if d.err != nil {

@@ -71,6 +71,14 @@ func assertEqualCommit(t *testing.T, want, got *Commit) {
 		}
 	}
 	assertEqualHistograms(t, want.Histograms, got.Histograms)
+	if len(got.Starts) != len(want.Starts) {
+		t.Fatalf("starts: got %d, want %d", len(got.Starts), len(want.Starts))
+	}
+	for i := range want.Starts {
+		if got.Starts[i] != want.Starts[i] {
+			t.Fatalf("start %d: got %+v, want %+v", i, got.Starts[i], want.Starts[i])
+		}
+	}
 }
 
 func TestRoundTrip(t *testing.T) {
@@ -310,6 +318,10 @@ func FuzzDecode(f *testing.F) {
 	f.Add((&Commit{Histograms: specialHistograms()}).Encode(nil))
 	f.Add((&Commit{Histograms: generatedHistograms(8), Samples: []RefSample{{Ref: 1, T: 2, V: 0.5}}}).Encode(nil))
 	f.Add((&Commit{Histograms: []RefHistogram{{Ref: 1, T: 1, FH: tsdbutil.GenerateTestCustomBucketsFloatHistogram(1)}, {Ref: 1, T: 2, H: tsdbutil.GenerateTestCustomBucketsHistogram(2)}}}).Encode(nil))
+	f.Add(startsCommit().Encode(nil))
+	f.Add(startsHistogramsCommit().Encode(nil))
+	f.Add((&Commit{Samples: []RefSample{{Ref: 1, T: 2, V: 3}}, Starts: []RefStart{{Ref: 1, T: 2, ST: 1}}}).Encode(nil))
+	f.Add([]byte{TypeCommitStarts, 0, 0, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, rec []byte) {
 		var c Commit
 		if err := Decode(rec, &c); err != nil {
