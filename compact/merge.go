@@ -23,10 +23,11 @@ import (
 // unaligned table (one series) is merged whole. The merged group is not
 // realigned: the sources' groups were when they were written. The sources'
 // exemplars are merged the same way: per series (by labels) in time order,
-// at one timestamp the exemplar of the source listed last.
+// at one timestamp the exemplar of the source listed last; their start
+// timestamps so that every merged sample keeps its own (see mergeStarts).
 // Meta.Compaction.Level is the sources' highest level plus one and Sources
-// the union of theirs; opts.Level, opts.Sources and opts.Exemplars are
-// ignored. The sources are neither modified nor deleted.
+// the union of theirs; opts.Level, opts.Sources, opts.Exemplars and
+// opts.Starts are ignored. The sources are neither modified nor deleted.
 func Merge(dir string, srcs []*block.Block, opts block.WriteOptions) (block.Meta, error) {
 	if len(srcs) == 0 {
 		return block.Meta{}, fmt.Errorf("merge into %s: no source blocks", dir)
@@ -45,6 +46,7 @@ func Merge(dir string, srcs []*block.Block, opts block.WriteOptions) (block.Meta
 	opts.Level = level + 1
 	opts.Sources = slices.Compact(sources)
 	opts.Exemplars = mergeExemplars(srcs)
+	opts.Starts = mergeStarts(srcs)
 	meta, err := write(dir, srcs, nil, opts)
 	if err != nil {
 		return meta, fmt.Errorf("merge %d blocks into %s: %w", len(srcs), dir, err)

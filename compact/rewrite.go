@@ -21,12 +21,17 @@ type Deleted func(labels.Labels) [][2]int64
 // a shared table left without samples go, as do unaligned tables left
 // empty; a series whose samples are all deleted leaves the block, and so
 // does a group all of whose series do. The exemplars are copied without
-// those at deleted timestamps. opts.Level, opts.Sources and opts.Exemplars
-// are ignored; src is neither modified nor deleted.
+// those at deleted timestamps, the start timestamps as they are (they stay
+// exact for the samples left). opts.Level, opts.Sources, opts.Exemplars and
+// opts.Starts are ignored; src is neither modified nor deleted.
 func Rewrite(dir string, src *block.Block, deleted Deleted, opts block.WriteOptions) (block.Meta, error) {
 	m := src.Meta()
 	opts.Level, opts.Sources = m.Compaction.Level, m.Compaction.Sources
 	opts.Exemplars = exemplarsWithout(src, deleted)
+	opts.Starts = nil
+	if src.NumStartSeries() > 0 {
+		opts.Starts = src.StartSource(math.MinInt64, math.MaxInt64)
+	}
 	meta, err := write(dir, []*block.Block{src}, deleted, opts)
 	if err != nil {
 		return meta, fmt.Errorf("rewrite block %s into %s: %w", src.Dir(), dir, err)

@@ -14,7 +14,7 @@ import (
 // AppendFloats implements fastread.FloatAppender.
 func (s *blockSeries) AppendFloats(ts []int64, vs []float64, mint, maxt int64) ([]int64, []float64, error) {
 	reuse, _ := blockIterators.Get().(*block.Iterator)
-	it := s.b.Iterator(s.id, max(mint, s.mint), min(maxt, s.maxt), reuse).(*block.Iterator)
+	it := s.b.IteratorWithStarts(s.id, s.runs, max(mint, s.mint), min(maxt, s.maxt), reuse).(*block.Iterator)
 	ts, vs, err := it.AppendFloats(ts, vs)
 	blockIterators.Put(it)
 	return ts, vs, err

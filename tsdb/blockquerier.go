@@ -11,6 +11,7 @@ import (
 	"github.com/tandem-tsdb/tandem/tsdb/block"
 	"github.com/tandem-tsdb/tandem/tsdb/blockset"
 	"github.com/tandem-tsdb/tandem/tsdb/internal/results"
+	"github.com/tandem-tsdb/tandem/tsdb/starts"
 )
 
 // blockQuerier is a storage.Querier over one on-disk block.
@@ -28,6 +29,10 @@ func (q *blockQuerier) Select(ctx context.Context, _ bool, hints *storage.Select
 	}
 	ids, err := q.b.Postings(ms...)
 	if err != nil {
+		return storage.ErrSeriesSet(err)
+	}
+	withST := q.b.NumStartSeries() > 0
+	if err := q.b.StartsErr(); err != nil {
 		return storage.ErrSeriesSet(err)
 	}
 	// Series ids are in label order: the set is sorted without sorting.
@@ -52,7 +57,11 @@ func (q *blockQuerier) Select(ctx context.Context, _ bool, hints *storage.Select
 			warn.Add(results.ErrLimitTruncated)
 			break
 		}
-		out = append(out, &blockSeries{b: q.b.Block, id: id, lset: lset, mint: mint, maxt: maxt})
+		bs := &blockSeries{b: q.b.Block, id: id, lset: lset, mint: mint, maxt: maxt}
+		if withST {
+			bs.runs = q.b.Starts(lset)
+		}
+		out = append(out, bs)
 	}
 	return results.NewList(out, warn)
 }
@@ -82,11 +91,12 @@ type blockSeries struct {
 	b          *block.Block
 	id         uint32
 	lset       labels.Labels
+	runs       starts.Runs // start timestamps, nil if none
 	mint, maxt int64
 }
 
 func (s *blockSeries) Labels() labels.Labels { return s.lset }
 
 func (s *blockSeries) Iterator(reuse chunkenc.Iterator) chunkenc.Iterator {
-	return s.b.Iterator(s.id, s.mint, s.maxt, reuse)
+	return s.b.IteratorWithStarts(s.id, s.runs, s.mint, s.maxt, reuse)
 }

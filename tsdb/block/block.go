@@ -1,6 +1,7 @@
 // Package block implements tandem's immutable columnar blocks on disk: a
 // directory holding meta.json, an index file, a chunks file and, when the
-// block has exemplars, an exemplars file, written once by Write and read
+// block has them, an exemplars file and a starts file (start timestamps),
+// written once by Write and read
 // through a memory map by Open. The byte format is described in
 // docs/format/block.md.
 package block
@@ -25,10 +26,10 @@ const (
 // Version 2 added integer and derived column stats (stat mask bits 4 and 5)
 // and order-0 decimal streams; version 3 added stepped decimal residuals
 // (bit 7 of the order byte); version 4 Rice-coded decimal residuals (bit 6);
-// version 5 native histogram columns (column types 4 and 5). Older blocks are
-// read as they are, and a tandem that knows an older version refuses newer
-// blocks.
-const FormatVersion = 5
+// version 5 native histogram columns (column types 4 and 5); version 6 added
+// the optional starts file. Older blocks are read as they are, and a tandem
+// that knows an older version refuses newer blocks.
+const FormatVersion = 6
 
 // minFormatVersion is the oldest version this code reads.
 const minFormatVersion = 1
@@ -137,6 +138,8 @@ type MetaStats struct {
 	NumChunks  uint64 `json:"numChunks"`
 	// NumExemplars counts the exemplars of the exemplars file (absent when 0).
 	NumExemplars uint64 `json:"numExemplars,omitempty"`
+	// NumStartSeries counts the series of the starts file (absent when 0).
+	NumStartSeries uint64 `json:"numStartSeries,omitempty"`
 }
 
 // MetaCompaction records how a block was produced.
@@ -156,6 +159,10 @@ type WriteOptions struct {
 	// exemplars file; their timestamps must lie in [mint, maxt). No file is
 	// written when it yields none.
 	Exemplars ExemplarSource
+	// Starts, when set, yields the start timestamps written to the block's
+	// starts file; their runs must lie in [mint, maxt). Series without a
+	// start timestamp are skipped, and no file is written when none is left.
+	Starts StartSource
 
 	// failAfter, when > 0, makes Write fail after writing that many chunks (tests of crash safety).
 	failAfter int

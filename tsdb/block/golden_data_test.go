@@ -2,6 +2,7 @@ package block
 
 import (
 	"math"
+	"slices"
 
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
@@ -142,4 +143,62 @@ func v5Groups() []Group {
 		},
 	}
 	return append(gs, g)
+}
+
+// v6Starts are the start timestamps of testdata/v6, written by version 6 of
+// the writer from v5Groups with ChunkRows 128 and these runs: a counter that
+// restarts, an integer histogram counter whose reset starts anew, the
+// unaligned "late" series as deltas (each sample starting at the previous
+// one), and "switcher" with fixed, unset and offset stretches. Other series
+// have none.
+func v6Starts(gs []Group) ([]SeriesStarts, map[string][]int64) {
+	rule := map[string]func(i int, ts []int64) int64{
+		"cpu_seconds_total": func(i int, ts []int64) int64 {
+			if i >= 150 {
+				return ts[150] - 500
+			}
+			return ts[0] - 10000
+		},
+		"rpc_latency_seconds": func(i int, ts []int64) int64 {
+			if i >= 200 {
+				return ts[200] - 1
+			}
+			return ts[0] - 60000
+		},
+		"late": func(i int, ts []int64) int64 {
+			if i == 0 {
+				return ts[0] - 9*15000
+			}
+			return ts[i-1]
+		},
+		"switcher": func(i int, ts []int64) int64 {
+			switch {
+			case i < 100:
+				return ts[0] - 1
+			case i < 150:
+				return 0
+			}
+			return ts[i] - 7
+		},
+	}
+	var out []SeriesStarts
+	sts := map[string][]int64{}
+	for gi := range gs {
+		for m, l := range gs[gi].Members {
+			var ts []int64
+			for _, s := range groupAllSamples(&gs[gi], m) {
+				ts = append(ts, s.t)
+			}
+			st := make([]int64, len(ts))
+			if f := rule[l.Get("__name__")]; f != nil {
+				for i := range ts {
+					st[i] = f(i, ts)
+				}
+				out = append(out, SeriesStarts{Labels: l, Runs: buildRuns(ts, st)})
+			}
+			sts[l.String()] = st
+		}
+	}
+	slices.SortFunc(out, func(a, b SeriesStarts) int { return labels.Compare(a.Labels, b.Labels) })
+	return out, sts
 }

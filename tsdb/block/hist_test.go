@@ -155,7 +155,7 @@ func TestHistogramRoundTrip(t *testing.T) {
 			if err := b.Verify(); err != nil {
 				t.Fatal(err)
 			}
-			if v := b.Meta().Version; v != 5 {
+			if v := b.Meta().Version; v != FormatVersion {
 				t.Fatalf("version %d", v)
 			}
 			var it chunkenc.Iterator

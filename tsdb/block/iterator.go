@@ -4,9 +4,11 @@ import (
 	"fmt"
 
 	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 
 	"github.com/tandem-tsdb/tandem/tsdb/fastread"
+	"github.com/tandem-tsdb/tandem/tsdb/starts"
 )
 
 // Iterator iterates one series' samples (floats and native histograms) in a
@@ -25,6 +27,9 @@ type Iterator struct {
 	v          float64
 	hbuf       *histogram.Histogram // AtFloatHistogram's integer histogram
 	err        error
+	hasST      bool          // the series has start timestamp runs
+	stc        starts.Cursor // over the series' runs
+	lb         labels.ScratchBuilder
 }
 
 // tableCursor walks the series' column through the chunks of one table.
@@ -41,26 +46,60 @@ type tableCursor struct {
 
 var _ chunkenc.Iterator = (*Iterator)(nil)
 
-// Iterator returns the series' samples in [mint, maxt] in time order; reuse may be an iterator previously returned by any Block, to be reset.
-// Chunks outside the window are skipped using the index, without reading them.
+// Iterator returns the series' samples in [mint, maxt] in time order, with
+// their start timestamps (AtST) from the block's starts file; reuse may be an
+// iterator previously returned by any Block, to be reset. Chunks outside the
+// window are skipped using the index, without reading them.
 func (b *Block) Iterator(id uint32, mint, maxt int64, reuse chunkenc.Iterator) chunkenc.Iterator {
-	it, ok := reuse.(*Iterator)
-	if !ok || it == nil {
-		it = &Iterator{}
-	}
-	it.reset(b, id, mint, maxt)
+	it := reusable(reuse)
+	it.reset(b, id, mint, maxt, nil, b.stSeries > 0)
 	return it
 }
 
-func (it *Iterator) reset(b *Block, id uint32, mint, maxt int64) {
+// IteratorWithStarts is Iterator for a caller that has looked up the series'
+// start timestamp runs already (Starts, nil for none).
+func (b *Block) IteratorWithStarts(id uint32, runs starts.Runs, mint, maxt int64, reuse chunkenc.Iterator) chunkenc.Iterator {
+	it := reusable(reuse)
+	it.reset(b, id, mint, maxt, runs, false)
+	return it
+}
+
+func reusable(reuse chunkenc.Iterator) *Iterator {
+	if it, ok := reuse.(*Iterator); ok && it != nil {
+		return it
+	}
+	return &Iterator{}
+}
+
+// reset points the iterator at series id with runs, or with the runs the
+// starts file holds for the series if lookup is set.
+func (it *Iterator) reset(b *Block, id uint32, mint, maxt int64, runs starts.Runs, lookup bool) {
 	it.b, it.mint, it.maxt = b, mint, maxt
 	it.curs, it.chunkBuf = it.curs[:0], it.chunkBuf[:0]
 	it.cur, it.started, it.err = -1, false, nil
-	si, err := b.series(id, nil, it.tables)
+	it.stc.Reset(nil)
+	it.hasST = false
+	var lb *labels.ScratchBuilder
+	if lookup {
+		lb = &it.lb
+		lb.Reset()
+	}
+	si, err := b.series(id, lb, it.tables)
 	it.tables = si.tables
 	if err != nil {
 		it.err = err
 		return
+	}
+	if lookup {
+		if err := b.StartsErr(); err != nil {
+			it.err = err
+			return
+		}
+		runs = b.Starts(lb.Labels())
+	}
+	if len(runs) > 0 {
+		it.stc.Reset(runs)
+		it.hasST = true
 	}
 	it.member = si.member
 	for _, mt := range si.tables {
@@ -255,8 +294,13 @@ func (it *Iterator) AtFloatHistogram(fh *histogram.FloatHistogram) (int64, *hist
 // AtT returns the current timestamp.
 func (it *Iterator) AtT() int64 { return it.t }
 
-// AtST returns 0: blocks do not store start timestamps.
-func (it *Iterator) AtST() int64 { return 0 }
+// AtST returns the current sample's start timestamp, 0 if it has none.
+func (it *Iterator) AtST() int64 {
+	if !it.hasST || it.cur < 0 {
+		return 0
+	}
+	return it.stc.At(it.t)
+}
 
 // Err returns the error that stopped iteration, naming the file.
 func (it *Iterator) Err() error { return it.err }

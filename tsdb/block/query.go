@@ -111,6 +111,35 @@ func complement(p []uint32, n int) []uint32 {
 	return out
 }
 
+// SeriesID returns the id of the series with labels lset, found by binary
+// search (series ids are in label order); false if the block lacks it.
+func (b *Block) SeriesID(lset labels.Labels) (uint32, bool, error) {
+	var err error
+	var lb labels.ScratchBuilder
+	cmp := func(id int) int {
+		lb.Reset()
+		if _, e := b.series(uint32(id), &lb, nil); e != nil {
+			err = e
+			return 0
+		}
+		return labels.Compare(lb.Labels(), lset)
+	}
+	lo, hi := 0, b.nseries
+	for lo < hi && err == nil {
+		m := int(uint(lo+hi) >> 1)
+		switch c := cmp(m); {
+		case err != nil:
+		case c == 0:
+			return uint32(m), true, nil
+		case c < 0:
+			lo = m + 1
+		default:
+			hi = m
+		}
+	}
+	return 0, false, err
+}
+
 // LabelNames returns the sorted label names of the series matching ms (all series without matchers).
 func (b *Block) LabelNames(ms ...*labels.Matcher) ([]string, error) {
 	if len(ms) == 0 {
@@ -305,8 +334,8 @@ func (b *Block) Inspect() (Inspection, error) {
 }
 
 // Verify checks every checksum of the block (index sections and TOC, chunks TOC, every chunk, and the
-// exemplars file's TOC and records), parses every chunk header and exemplar record, and checks that the
-// index references only existing chunks.
+// exemplars and starts files' TOCs and records), parses every chunk header, exemplar and starts record,
+// and checks that the index references only existing chunks.
 func (b *Block) Verify() error {
 	saved := b.opts.skipIndexCRC
 	b.opts.skipIndexCRC = false
@@ -359,6 +388,9 @@ func (b *Block) Verify() error {
 		}
 	}
 	if err := b.verifyExemplars(); err != nil {
+		return fmt.Errorf("verify: %w", err)
+	}
+	if err := b.verifyStarts(); err != nil {
 		return fmt.Errorf("verify: %w", err)
 	}
 	return nil

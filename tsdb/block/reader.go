@@ -24,7 +24,7 @@ type OpenOptions struct {
 	// Off by default: a chunk of a wide group is shared by many series, and Verify checks every chunk.
 	VerifyChunksOnRead bool
 
-	skipIndexCRC bool // fuzz tests: exercise the parsers on data whose checksums do not match (index and exemplars)
+	skipIndexCRC bool // fuzz tests: exercise the parsers on data whose checksums do not match (index, exemplars and starts)
 }
 
 // Block is an open, immutable block; it is safe for concurrent use until Close.
@@ -52,6 +52,14 @@ type Block struct {
 	exemplars         []byte
 	exemplarsPath     string
 	exSeries, exCount uint64 // from the exemplars file's TOC
+
+	// startsFile is the mmapped starts file, nil when the block has none.
+	startsFile       []byte
+	startsPath       string
+	stSeries, stRuns uint64 // from the starts file's TOC
+	stOnce           sync.Once
+	stIndex          *startsIndex // decoded by loadStarts
+	stErr            error
 }
 
 // nameEntry is one label name of the label index.
@@ -66,7 +74,7 @@ func Open(dir string) (*Block, error) { return OpenWithOptions(dir, OpenOptions{
 // OpenWithOptions maps the block's files and validates meta.json, the files' headers and TOCs and the index checksums; chunks are decoded lazily.
 func OpenWithOptions(dir string, opts OpenOptions) (_ *Block, err error) {
 	b := &Block{dir: dir, opts: opts, indexPath: filepath.Join(dir, IndexFilename), chunksPath: filepath.Join(dir, ChunksFilename),
-		exemplarsPath: filepath.Join(dir, ExemplarsFilename)}
+		exemplarsPath: filepath.Join(dir, ExemplarsFilename), startsPath: filepath.Join(dir, StartsFilename)}
 	metaPath := filepath.Join(dir, MetaFilename)
 	mb, err := os.ReadFile(metaPath)
 	if err != nil {
@@ -112,6 +120,10 @@ func OpenWithOptions(dir string, opts OpenOptions) (_ *Block, err error) {
 		if b.exCount != b.meta.Stats.NumExemplars {
 			return nil, fmt.Errorf("open block: %s: TOC counts %d exemplars, meta.json %d: %w", b.exemplarsPath, b.exCount, b.meta.Stats.NumExemplars, ErrCorrupt)
 		}
+	}
+	// The starts file is optional too (version 6 and later, with start timestamps).
+	if err := b.mapStarts(); err != nil {
+		return nil, fmt.Errorf("open block: %w", err)
 	}
 	return b, nil
 }
@@ -270,7 +282,7 @@ func (b *Block) Dir() string { return b.dir }
 // Close unmaps the block's files; iterators must not be used afterwards.
 func (b *Block) Close() error {
 	var err error
-	for _, m := range []*[]byte{&b.index, &b.chunks, &b.exemplars} {
+	for _, m := range []*[]byte{&b.index, &b.chunks, &b.exemplars, &b.startsFile} {
 		if *m != nil {
 			if e := syscall.Munmap(*m); e != nil && err == nil {
 				err = fmt.Errorf("close block %s: %w", b.dir, e)

@@ -209,6 +209,49 @@ func TestReadsGoldenV5(t *testing.T) {
 	testGolden(t, "testdata/v5/01M8TX0V5HGW3XQ5M00000000V", 5, v5Groups())
 }
 
+// TestReadsGoldenV6 reads testdata/v6 (v5Groups with v6Starts, the starts
+// file): the samples as testGolden checks them, and every sample's start
+// timestamp and every series' runs as written.
+func TestReadsGoldenV6(t *testing.T) {
+	dir := "testdata/v6/01M8TX0V6STARTS000000000V6"
+	gs := v5Groups()
+	testGolden(t, dir, 6, gs)
+	want, sts := v6Starts(gs)
+	b, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if b.NumStartSeries() != len(want) || len(want) != 4 {
+		t.Fatalf("%d start series, want %d", b.NumStartSeries(), len(want))
+	}
+	for _, ss := range want {
+		if got := b.Starts(ss.Labels); !slices.Equal(got, ss.Runs) {
+			t.Fatalf("%s: runs %v, want %v", ss.Labels, got, ss.Runs)
+		}
+	}
+	nonzero := 0
+	for id := range uint32(b.NumSeries()) {
+		l, _ := b.Labels(id)
+		it := b.Iterator(id, math.MinInt64, math.MaxInt64, nil)
+		i := 0
+		for ; it.Next() != chunkenc.ValNone; i++ {
+			if got, w := it.AtST(), sts[l.String()][i]; got != w {
+				t.Fatalf("%s sample %d: st %d, want %d", l, i, got, w)
+			}
+			if it.AtST() != 0 {
+				nonzero++
+			}
+		}
+		if it.Err() != nil || i != len(sts[l.String()]) {
+			t.Fatalf("%s: %d samples: %v", l, i, it.Err())
+		}
+	}
+	if nonzero < 500 {
+		t.Fatalf("only %d samples with a start timestamp", nonzero)
+	}
+}
+
 // testGolden opens the block in dir, checks its version and that every
 // series' samples (Iterator) and every group (ReadGroup) equal gs's.
 func testGolden(t *testing.T, dir string, version int, gs []Group) {

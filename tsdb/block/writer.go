@@ -248,6 +248,11 @@ func (w *blockWriter) write(src func(*GroupWriter) error) error {
 			return err
 		}
 	}
+	if w.opts.Starts != nil {
+		if err := writeStarts(filepath.Join(w.dir, StartsFilename), w.opts.Starts, w.mint, w.maxt, w.meta); err != nil {
+			return err
+		}
+	}
 	return writeMeta(filepath.Join(w.dir, MetaFilename), w.meta)
 }
 
