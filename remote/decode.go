@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -101,6 +102,7 @@ type decoder struct {
 	// AppendBatch returns (the histograms harena points to are the head's).
 	batch  head.Batch
 	arena  []head.Sample
+	starts []int64 // start timestamps of arena's samples, once one has one (appendStart)
 	harena []head.HistogramSample
 	// histBytes is the memory the request's histograms were decoded into (MaxHistogramBytesPerRequest).
 	histBytes int64
@@ -146,6 +148,7 @@ func (d *decoder) resetArena(size int) {
 		d.arena = make([]head.Sample, 0, min(size/64+16, 64<<10, d.limits.MaxSamplesPerRequest))
 	}
 	d.arena = d.arena[:0]
+	d.starts = d.starts[:0]
 	clear(d.harena)
 	d.harena = d.harena[:0]
 	d.counted, d.histBytes = 0, 0
@@ -160,6 +163,35 @@ func (d *decoder) appendSample(s head.Sample) {
 		d.arena = append(make([]head.Sample, 0, max(n, len(d.arena)+1)), d.arena...)
 	}
 	d.arena = append(d.arena, s)
+}
+
+// appendStart records the start timestamp of the sample appended last:
+// d.starts stays empty until a sample has one, then holds one per sample
+// of the arena.
+func (d *decoder) appendStart(st int64) {
+	if st == 0 && len(d.starts) == 0 {
+		return
+	}
+	if len(d.starts) == 0 {
+		d.starts = slices.Grow(d.starts, len(d.arena))[:len(d.arena)-1]
+		clear(d.starts)
+	}
+	d.starts = append(d.starts, st)
+}
+
+// startsOf returns the start timestamps of the arena's samples from start
+// on (the series just read), nil when none has one.
+func (d *decoder) startsOf(start int) []int64 {
+	if len(d.starts) <= start {
+		return nil
+	}
+	sts := d.starts[start:len(d.starts):len(d.starts)]
+	for _, st := range sts {
+		if st != 0 {
+			return sts
+		}
+	}
+	return nil
 }
 
 // tooManySeries is the error of a request with more than MaxSeriesPerRequest entries.
@@ -189,6 +221,7 @@ func (d *decoder) release() {
 	d.hBad, d.hBadMsg = 0, ""
 	d.resetBatch()
 	d.arena = trim(d.arena, maxPooledBuffer/16)
+	d.starts = trim(d.starts[:0], maxPooledBuffer/8)
 	clear(d.harena)
 	d.harena = trim(d.harena[:0], maxPooledBuffer/24)
 	d.batch.Series = trim(d.batch.Series, maxPooledBuffer/128)

@@ -12,7 +12,7 @@ import (
 
 // This file decodes the native histograms of both protocol versions: 1.0's
 // prometheus.Histogram and 2.0's io.prometheus.write.v2.Histogram share
-// fields 1-16 (2.0 adds 17, start_timestamp, which is read and ignored).
+// fields 1-16 (2.0 adds 17, start_timestamp, kept in HistogramSample.ST).
 //
 // A histogram is read twice: a first pass checks the wire format as the
 // generated code would and counts the spans, buckets and custom bounds, so
@@ -48,6 +48,7 @@ type histShape struct {
 	posCounts          int
 	negCounts          int
 	custom             int
+	st                 bool // a start_timestamp field (2.0)
 }
 
 // buckets returns the number of buckets the histogram keeps (deltas for
@@ -90,6 +91,7 @@ func scanHistogram(b []byte, maxField int) (histShape, error) {
 			if field == 1 && err == nil {
 				s.float = false
 			}
+			s.st = s.st || field == 17
 		case 2, 3, 5, 7: // count_float, sum, zero_threshold, zero_count_float
 			err = r.scalar(wire, wireFixed64)
 			if field == 2 && err == nil {
@@ -436,7 +438,14 @@ func decodeHistogram(b []byte, shape *histShape) head.HistogramSample {
 				dst = &posC
 			}
 			r.each(wire, wireFixed64, func(v uint64) { *dst = append(*dst, math.Float64frombits(v)) })
-		default: // start_timestamp, unknown fields
+		case 17:
+			if !shape.st {
+				_ = r.skip(wire) // a field 1.0 does not know
+				break
+			}
+			v, _ := r.uvarint()
+			hs.ST = int64(v)
+		default: // unknown fields
 			_ = r.skip(wire)
 		}
 	}

@@ -326,7 +326,7 @@ func (d *decoder) parseSeriesV1(ts []byte) (int, error) {
 			if err != nil {
 				return 0, err
 			}
-			s, err := parseSample(msg, false)
+			s, _, err := parseSample(msg, false)
 			if err != nil {
 				return 0, err
 			}
@@ -538,46 +538,47 @@ func parseLabel(b []byte) (prompb.Label, error) {
 
 // parseSample reads a Sample; startTS: field 3 is the 2.0 start_timestamp
 // (an int64, ignored), unknown to 1.0.
-func parseSample(b []byte, startTS bool) (head.Sample, error) {
+func parseSample(b []byte, startTS bool) (s head.Sample, st int64, err error) {
 	// The shape every sender writes: value (field 1), then timestamp (field 2).
 	if len(b) >= 11 && b[0] == 1<<3|wireFixed64 && b[9] == 2<<3|wireVarint {
 		if t, k := binary.Uvarint(b[10:]); k > 0 && 10+k == len(b) {
-			return head.Sample{T: int64(t), V: math.Float64frombits(binary.LittleEndian.Uint64(b[1:9]))}, nil
+			return head.Sample{T: int64(t), V: math.Float64frombits(binary.LittleEndian.Uint64(b[1:9]))}, 0, nil
 		}
 	}
-	var s head.Sample
 	r := pbReader{b: b}
 	for !r.done() {
 		field, wire, err := r.key()
 		if err != nil {
-			return s, err
+			return s, st, err
 		}
 		switch {
 		case field == 1 && wire == wireFixed64:
 			v, err := r.fixed64()
 			if err != nil {
-				return s, err
+				return s, st, err
 			}
 			s.V = math.Float64frombits(v)
 		case field == 2 && wire == wireVarint:
 			v, err := r.uvarint()
 			if err != nil {
-				return s, err
+				return s, st, err
 			}
 			s.T = int64(v)
 		case field == 3 && startTS && wire == wireVarint:
-			if _, err := r.uvarint(); err != nil {
-				return s, err
+			v, err := r.uvarint()
+			if err != nil {
+				return s, st, err
 			}
+			st = int64(v)
 		case field == 1 || field == 2 || field == 3 && startTS:
-			return s, fmt.Errorf("Sample field %d has wire type %d: %w", field, wire, errProto)
+			return s, st, fmt.Errorf("Sample field %d has wire type %d: %w", field, wire, errProto)
 		default:
 			if err := r.skip(wire); err != nil {
-				return s, err
+				return s, st, err
 			}
 		}
 	}
-	return s, nil
+	return s, st, nil
 }
 
 func parseMetadataV1(b []byte) (head.Metadata, error) {

@@ -208,7 +208,7 @@ func (d *decoder) walkV2(data []byte) (*head.Batch, error) {
 		if hend := len(d.harena); hend > hstart {
 			hs = d.harena[hstart:hend:hend]
 		}
-		if prev, err = d.addSeriesV2(b, d.arena[start:len(d.arena):len(d.arena)], hs, prev); err != nil {
+		if prev, err = d.addSeriesV2(b, d.arena[start:len(d.arena):len(d.arena)], d.startsOf(start), hs, prev); err != nil {
 			return nil, err
 		}
 	}
@@ -248,11 +248,12 @@ func (d *decoder) parseSeriesV2(ts []byte, nsyms int) error {
 			}
 			switch field {
 			case 2:
-				s, err := parseSample(msg, true)
+				s, st, err := parseSample(msg, true)
 				if err != nil {
 					return err
 				}
 				d.appendSample(s)
+				d.appendStart(st)
 				d.cur.samples++
 			case 3:
 				if err := d.readHistogram(msg, histogramFieldsV2); err != nil {
@@ -382,9 +383,10 @@ func (d *decoder) checkRefsV2(i, nsyms int) error {
 	return nil
 }
 
-// addSeriesV2 adds the series d.cur, whose samples are ss and valid
-// histograms hs, to b; it returns the series resolved, for the next one.
-func (d *decoder) addSeriesV2(b *head.Batch, ss []head.Sample, hs []head.HistogramSample, prev head.SeriesRef) (head.SeriesRef, error) {
+// addSeriesV2 adds the series d.cur, whose samples are ss (with start
+// timestamps sts, nil when none has one) and valid histograms hs, to b; it
+// returns the series resolved, for the next one.
+func (d *decoder) addSeriesV2(b *head.Batch, ss []head.Sample, sts []int64, hs []head.HistogramSample, prev head.SeriesRef) (head.SeriesRef, error) {
 	cur, syms := &d.cur, d.syms
 	ls := v2Labels{refs: d.refs, syms: syms, utf8ok: d.utf8ok}
 	nLabels := cur.refs.n / 2
@@ -451,13 +453,13 @@ func (d *decoder) addSeriesV2(b *head.Batch, ss []head.Sample, hs []head.Histogr
 		return prev, nil
 	}
 	if known {
-		b.Series = append(b.Series, head.BatchSeries{Ref: ref, Samples: ss, Exemplars: exs, Histograms: hs})
+		b.Series = append(b.Series, head.BatchSeries{Ref: ref, Samples: ss, Starts: sts, Exemplars: exs, Histograms: hs})
 		return prev, nil
 	}
 	d.sb.Reset()
 	for j := 0; j < len(d.refs); j += 2 {
 		d.sb.Add(syms[d.refs[j]], syms[d.refs[j+1]])
 	}
-	b.Series = append(b.Series, head.BatchSeries{Labels: d.sb.Labels(), Samples: ss, Exemplars: exs, Histograms: hs})
+	b.Series = append(b.Series, head.BatchSeries{Labels: d.sb.Labels(), Samples: ss, Starts: sts, Exemplars: exs, Histograms: hs})
 	return prev, nil
 }

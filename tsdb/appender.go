@@ -64,17 +64,25 @@ func (a *appender) entry(lset labels.Labels, kind sampleKind) (int, error) {
 	return i, nil
 }
 
-func (a *appender) add(lset labels.Labels, t int64, v float64) (storage.SeriesRef, error) {
+// add adds a float sample with start timestamp st (0: none).
+func (a *appender) add(lset labels.Labels, st, t int64, v float64) (storage.SeriesRef, error) {
 	i, err := a.entry(lset, kindFloat)
 	if err != nil {
 		return 0, err
 	}
-	a.batch.Series[i].Samples = append(a.batch.Series[i].Samples, head.Sample{T: t, V: v})
+	bs := &a.batch.Series[i]
+	if st != 0 && bs.Starts == nil {
+		bs.Starts = make([]int64, len(bs.Samples), cap(bs.Samples)+1)
+	}
+	bs.Samples = append(bs.Samples, head.Sample{T: t, V: v})
+	if bs.Starts != nil {
+		bs.Starts = append(bs.Starts, st)
+	}
 	return storage.SeriesRef(lset.Hash()), nil
 }
 
 func (a *appender) Append(_ storage.SeriesRef, l labels.Labels, t int64, v float64) (storage.SeriesRef, error) {
-	return a.add(l, t, v)
+	return a.add(l, 0, t, v)
 }
 
 func (a *appender) SetOptions(*storage.AppendOptions) {}
@@ -93,11 +101,16 @@ func (a *appender) AppendExemplar(ref storage.SeriesRef, l labels.Labels, e exem
 // AppendHistogram adds a native histogram sample (a copy of h or fh) to the
 // series l in the batch.
 func (a *appender) AppendHistogram(_ storage.SeriesRef, l labels.Labels, t int64, h *histogram.Histogram, fh *histogram.FloatHistogram) (storage.SeriesRef, error) {
+	return a.addHistogram(l, 0, t, h, fh)
+}
+
+// addHistogram adds a native histogram sample with start timestamp st (0: none).
+func (a *appender) addHistogram(l labels.Labels, st, t int64, h *histogram.Histogram, fh *histogram.FloatHistogram) (storage.SeriesRef, error) {
 	i, err := a.entry(l, kindHistogram)
 	if err != nil {
 		return 0, err
 	}
-	hs := head.HistogramSample{T: t}
+	hs := head.HistogramSample{T: t, ST: st}
 	switch {
 	case h != nil:
 		hs.H = h.Copy()
@@ -110,7 +123,8 @@ func (a *appender) AppendHistogram(_ storage.SeriesRef, l labels.Labels, t int64
 	return storage.SeriesRef(l.Hash()), nil
 }
 
-// AppendHistogramSTZeroSample does nothing: start timestamps are not stored yet.
+// AppendHistogramSTZeroSample does nothing: tandem stores start timestamps
+// with their samples (AppenderV2's st) and synthesizes no zero samples.
 func (a *appender) AppendHistogramSTZeroSample(ref storage.SeriesRef, _ labels.Labels, _, _ int64, _ *histogram.Histogram, _ *histogram.FloatHistogram) (storage.SeriesRef, error) {
 	return ref, nil
 }
@@ -121,7 +135,7 @@ func (a *appender) UpdateMetadata(ref storage.SeriesRef, l labels.Labels, m meta
 }
 
 func (a *appender) AppendSTZeroSample(ref storage.SeriesRef, _ labels.Labels, _, _ int64) (storage.SeriesRef, error) {
-	return ref, nil // start timestamps are not stored yet
+	return ref, nil // as AppendHistogramSTZeroSample
 }
 
 // Commit writes everything appended as one batch. Samples the head refuses
@@ -146,13 +160,13 @@ func (a *appender) Rollback() error {
 
 type appenderV2 struct{ appender }
 
-func (a *appenderV2) Append(_ storage.SeriesRef, ls labels.Labels, _, t int64, v float64, h *histogram.Histogram, fh *histogram.FloatHistogram, opts storage.AppendV2Options) (storage.SeriesRef, error) {
+func (a *appenderV2) Append(_ storage.SeriesRef, ls labels.Labels, st, t int64, v float64, h *histogram.Histogram, fh *histogram.FloatHistogram, opts storage.AppendV2Options) (storage.SeriesRef, error) {
 	var ref storage.SeriesRef
 	var err error
 	if h != nil || fh != nil {
-		ref, err = a.AppendHistogram(0, ls, t, h, fh)
+		ref, err = a.addHistogram(ls, st, t, h, fh)
 	} else {
-		ref, err = a.add(ls, t, v)
+		ref, err = a.add(ls, st, t, v)
 	}
 	if err != nil {
 		return 0, err

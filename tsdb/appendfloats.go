@@ -45,6 +45,17 @@ func (s *mergedSeries) Iterator(reuse chunkenc.Iterator) chunkenc.Iterator {
 	return storage.ChainedSeriesMerge(s.parts...).Iterator(reuse)
 }
 
+// HasStartTimestamps implements fastread.StartTimestamper: true when a
+// source has them, or does not say.
+func (s *mergedSeries) HasStartTimestamps() bool {
+	for _, p := range s.parts {
+		if st, ok := p.(fastread.StartTimestamper); !ok || st.HasStartTimestamps() {
+			return true
+		}
+	}
+	return false
+}
+
 // AppendFloats implements fastread.FloatAppender: the sources one after the other
 // while they do not overlap in time, else through the chained merge.
 func (s *mergedSeries) AppendFloats(ts []int64, vs []float64, mint, maxt int64) ([]int64, []float64, error) {

@@ -100,3 +100,6 @@ func (s *blockSeries) Labels() labels.Labels { return s.lset }
 func (s *blockSeries) Iterator(reuse chunkenc.Iterator) chunkenc.Iterator {
 	return s.b.IteratorWithStarts(s.id, s.runs, s.mint, s.maxt, reuse)
 }
+
+// HasStartTimestamps implements fastread.StartTimestamper.
+func (s *blockSeries) HasStartTimestamps() bool { return len(s.runs) > 0 }

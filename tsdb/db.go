@@ -298,7 +298,7 @@ func (db *DB) flushLate() (bool, error) {
 	var dirs []string
 	for _, mint := range late.Ranges(rng) {
 		meta, err := block.Write(db.dir, mint, mint+rng, late.Groups(mint, mint+rng),
-			block.WriteOptions{Exemplars: late.Exemplars(mint, mint+rng)})
+			block.WriteOptions{Exemplars: late.Exemplars(mint, mint+rng), Starts: late.Starts(mint, mint+rng)})
 		if err != nil {
 			return false, fmt.Errorf("write out-of-order block [%d, %d): %w", mint, mint+rng, err)
 		}
@@ -320,7 +320,7 @@ func (db *DB) flushLate() (bool, error) {
 func (db *DB) flushRange(mint, maxt int64) (empty bool, err error) {
 	// From here on the range is closed: late samples for it are refused.
 	r := db.head.ExportRange(mint, maxt)
-	meta, err := block.Write(db.dir, mint, maxt, r.Groups, block.WriteOptions{Exemplars: r.Exemplars()})
+	meta, err := block.Write(db.dir, mint, maxt, r.Groups, block.WriteOptions{Exemplars: r.Exemplars(), Starts: r.Starts()})
 	if err != nil {
 		return false, fmt.Errorf("flush [%d, %d): %w", mint, maxt, err)
 	}
@@ -379,7 +379,7 @@ func (db *DB) Snapshot(dir string, withHead bool) error {
 		return nil
 	}
 	mint, maxt := r.Range()
-	_, err := block.Write(dir, mint, maxt, r.Groups, block.WriteOptions{Exemplars: r.Exemplars()})
+	_, err := block.Write(dir, mint, maxt, r.Groups, block.WriteOptions{Exemplars: r.Exemplars(), Starts: r.Starts()})
 	if err != nil {
 		return fmt.Errorf("snapshot: write head block: %w", err)
 	}

@@ -49,41 +49,43 @@ var (
 )
 
 type config struct {
-	listenAddress string
-	storagePath   string
-	groupBy       string
-	senderLabels  string
-	openWindow    time.Duration
-	chunkRows     int
-	maxFutureSkew time.Duration
-	oooWindow     time.Duration
-	lateMaxAge    time.Duration
-	maxSampleAge  time.Duration
-	haCluster     string
-	haReplica     string
-	haFailover    time.Duration
-	inferStale    int
-	maxExemplars  int
-	walSync       time.Duration
-	walSegment    int64
-	blockRange    time.Duration
-	retentionTime time.Duration
-	retentionSize int64
-	maintInterval time.Duration
-	enableAdmin   bool
-	limits        remote.Limits
-	server        serverTimeouts
-	lookback      time.Duration
-	queryTimeout  time.Duration
-	maxSamples    int
-	pushdown      bool
-	maxQueries    int
-	logLevel      string
-	logFormat     string
-	gogc          int
-	showVersion   bool
-	externalURL   string
-	configFile    string
+	listenAddress   string
+	storagePath     string
+	groupBy         string
+	senderLabels    string
+	openWindow      time.Duration
+	chunkRows       int
+	maxFutureSkew   time.Duration
+	oooWindow       time.Duration
+	lateMaxAge      time.Duration
+	maxSampleAge    time.Duration
+	haCluster       string
+	haReplica       string
+	haFailover      time.Duration
+	inferStale      int
+	maxExemplars    int
+	walSync         time.Duration
+	walSegment      int64
+	blockRange      time.Duration
+	retentionTime   time.Duration
+	retentionSize   int64
+	maintInterval   time.Duration
+	enableAdmin     bool
+	limits          remote.Limits
+	server          serverTimeouts
+	lookback        time.Duration
+	queryTimeout    time.Duration
+	maxSamples      int
+	pushdown        bool
+	useST           bool
+	experimentalFns bool
+	maxQueries      int
+	logLevel        string
+	logFormat       string
+	gogc            int
+	showVersion     bool
+	externalURL     string
+	configFile      string
 
 	ruleFiles          stringList
 	evalInterval       time.Duration
@@ -164,6 +166,8 @@ func newFlagSet(c *config) *flag.FlagSet {
 	durationVar(fs, &c.queryTimeout, "query.timeout", 2*time.Minute, "Maximum time a query may take.")
 	fs.IntVar(&c.maxSamples, "query.max-samples", 50_000_000, "Maximum samples a query may load into memory.")
 	fs.IntVar(&c.maxQueries, "query.max-concurrency", 20, "Maximum queries executed concurrently.")
+	fs.BoolVar(&c.useST, "query.use-start-timestamps", false, "Let rate, increase, irate and resets use the samples' start timestamps (remote write 2.0 start_timestamp), as Prometheus's --enable-feature=use-start-timestamps.")
+	fs.BoolVar(&c.experimentalFns, "query.experimental-functions", false, "Enable the PromQL functions Prometheus marks experimental (start_timestamp, ...), as its --enable-feature=promql-experimental-functions.")
 	fs.BoolVar(&c.pushdown, "query.pushdown", true, "Evaluate aggregations of selectors and of range functions (sum by(x)(rate(m[5m])), ...) in one pass over the storage on all cores, the rest of the query with Prometheus's engine; false leaves every query to Prometheus's engine.")
 	fs.StringVar(&c.logLevel, "log.level", "info", "Log level: debug, info, warn, error.")
 	fs.IntVar(&c.gogc, "runtime.gogc", 50, "Go garbage collector target percentage (GOGC): lower keeps the heap closer to its live size at some CPU cost; the GOGC environment variable, when set, takes precedence; -1 disables the collector.")
@@ -566,6 +570,7 @@ func runServer(c *config, logger *slog.Logger) error {
 				Engine: engine.Options{
 					LookbackDelta: c.lookback, QueryTimeout: c.queryTimeout, MaxSamples: c.maxSamples,
 					DisablePushdown: !c.pushdown, MaxConcurrentQueries: c.maxQueries,
+					UseStartTimestamps: c.useST, ExperimentalFunctions: c.experimentalFns,
 				},
 				Version: version, Revision: revision, Branch: branch, BuildDate: buildDate,
 				StartTime: db.StartTime,

@@ -199,6 +199,20 @@ var prometheusE2ENHCBQueries = []string{
 	`tandem_remote_write_request_duration_seconds{version="2.0"}`,
 }
 
+// prometheusE2ESTQueries read start timestamps: the remote write 2.0 run
+// starts Prometheus with st-storage (it parses the created timestamps of
+// protobuf scrapes and sends them as start_timestamp) and both with
+// use-start-timestamps, so rate and friends use them; the count checks that
+// start timestamps really arrived.
+var prometheusE2ESTQueries = []string{
+	`start_timestamp(prometheus_http_requests_total)`,
+	`start_timestamp(tandem_remote_write_samples_received_total)`,
+	`count(start_timestamp({__name__=~".+_total"}) > 0)`,
+	`rate(prometheus_http_requests_total[5s])`,
+	`increase(tandem_remote_write_samples_received_total[10s])`,
+	`resets(prometheus_http_requests_total[30s])`,
+}
+
 // TestPrometheusEndToEnd runs a real Prometheus 3 scraping node_exporter,
 // itself and tandem every second, with docker/prometheus.yml as the
 // docker-compose setup uses it (ports replaced): remote write (1.0 and 2.0)
@@ -234,6 +248,12 @@ func testPrometheusEndToEnd(t *testing.T, promBin, neAddr, message string) {
 	tandemAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	dataDir := t.TempDir()
 	tandemArgs := []string{"--rules.file=" + rulesFile, "--rules.evaluation-interval=1s"}
+	promArgs := []string(nil)
+	if message != "prometheus.WriteRequest" {
+		// Start timestamps travel in remote write 2.0 only.
+		tandemArgs = append(tandemArgs, "--query.use-start-timestamps", "--query.experimental-functions")
+		promArgs = append(promArgs, "--enable-feature=st-storage,use-start-timestamps,promql-experimental-functions")
+	}
 	tandem, tandemExt := startTandemAt(t, dataDir, tandemAddr, tandemArgs...)
 
 	promAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
@@ -255,9 +275,9 @@ func testPrometheusEndToEnd(t *testing.T, promBin, neAddr, message string) {
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	prom := startProcess(t, "Prometheus", promBin, promURL+"/-/ready",
-		"--config.file="+cfgFile, "--storage.tsdb.path="+filepath.Join(promDir, "data"),
-		"--web.listen-address="+promAddr, "--log.level=warn")
+	prom := startProcess(t, "Prometheus", promBin, promURL+"/-/ready", append([]string{
+		"--config.file=" + cfgFile, "--storage.tsdb.path=" + filepath.Join(promDir, "data"),
+		"--web.listen-address=" + promAddr, "--log.level=warn"}, promArgs...)...)
 	started := time.Now()
 	promAPI := &tandemProc{t: t, url: promURL}
 	defer func() {
@@ -304,6 +324,8 @@ func testPrometheusEndToEnd(t *testing.T, promBin, neAddr, message string) {
 	queries := prometheusE2EQueries
 	if message != "prometheus.WriteRequest" {
 		queries = append(slices.Clip(queries), prometheusE2ENHCBQueries...)
+		queries = append(queries, prometheusE2ESTQueries...)
+		checkStartTimestampsArrived(t, promAPI, evalT)
 	}
 	for _, q := range queries {
 		inst := url.Values{"query": {q}, "time": {fmtTime(evalT.UnixMilli())}}
@@ -354,6 +376,18 @@ func testPrometheusEndToEnd(t *testing.T, promBin, neAddr, message string) {
 	retried, _ := sumMetric(pm, "prometheus_remote_storage_samples_retried_total")
 	t.Logf("%s: Prometheus sent %v samples (%v retried) and %v histograms, %d series before the restart; took %v",
 		message, sent, retried, hsent, len(wantCounts), time.Since(begin).Round(100*time.Millisecond))
+}
+
+// checkStartTimestampsArrived fails the test unless Prometheus itself holds
+// counters with start timestamps at ts: the start-timestamp comparisons
+// would otherwise compare nothing.
+func checkStartTimestampsArrived(t *testing.T, prom *tandemProc, ts time.Time) {
+	t.Helper()
+	var d queryData
+	prom.api(t, "/api/v1/query", url.Values{"query": {`count(start_timestamp({__name__=~".+_total"}) > 0)`}, "time": {fmtTime(ts.UnixMilli())}}, false, &d)
+	if res := decodeResult(t, d); len(res) != 1 || len(res[0].V) != 1 || res[0].V[0] < 10 {
+		t.Errorf("Prometheus holds start timestamps for %v counters, want at least 10: st-storage did not parse created timestamps", res)
+	}
 }
 
 // waitSent waits until tandem holds every target's samples up to at least ts.

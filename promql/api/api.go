@@ -293,7 +293,7 @@ func NewHandler(opts Options, eng promql.QueryEngine) (http.Handler, error) {
 		nil,   // overrideErrorCode
 		featureRegistry,
 		v1.OpenAPIOptions{Version: opts.Version},
-		engine.NewParser(),
+		engine.NewParser(opts.Engine),
 		false, // enableQueryCost
 		opts.Engine.QueryTimeout,
 	)

@@ -50,6 +50,14 @@ type Options struct {
 	// aggregation (default GOMAXPROCS); the storage must allow iterating
 	// the series of one Select concurrently, as tandem's does.
 	PushdownWorkers int
+	// UseStartTimestamps lets rate, increase, irate and resets use the
+	// samples' start timestamps, as Prometheus's
+	// --enable-feature=use-start-timestamps does (off by default there too).
+	UseStartTimestamps bool
+	// ExperimentalFunctions enables the functions Prometheus marks
+	// experimental (start_timestamp, ...), as its
+	// --enable-feature=promql-experimental-functions does.
+	ExperimentalFunctions bool
 }
 
 // WithDefaults returns a copy of o with zero fields set to their defaults.
@@ -81,11 +89,11 @@ const defaultEvaluationInterval = time.Minute
 
 // NewParser returns the PromQL parser shared by the engine and the API. It
 // uses Prometheus 3's defaults: duration expressions and extended range
-// selectors are permanently on there, while experimental functions, binop
-// fill modifiers and unquoted UTF-8 names stay behind feature flags that
-// tandem does not enable.
-func NewParser() parser.Parser {
-	return parser.NewParser(parser.Options{})
+// selectors are permanently on there, experimental functions only with
+// o.ExperimentalFunctions, while binop fill modifiers and unquoted UTF-8
+// names stay behind feature flags that tandem does not enable.
+func NewParser(o Options) parser.Parser {
+	return parser.NewParser(parser.Options{EnableExperimentalFunctions: o.ExperimentalFunctions})
 }
 
 // engineOpts translates opts (already defaulted) into Prometheus engine options,
@@ -105,7 +113,8 @@ func engineOpts(opts Options, reg features.Collector) promql.EngineOpts {
 		EnableAtModifier:     true,
 		EnableNegativeOffset: true,
 		FeatureRegistry:      reg,
-		Parser:               NewParser(),
+		Parser:               NewParser(opts),
+		UseStartTimestamps:   opts.UseStartTimestamps,
 	}
 }
 

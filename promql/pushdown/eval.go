@@ -311,6 +311,12 @@ func (w *worker) runSeries(ctx context.Context, series []storage.Series, of []in
 // markers, as the engine's matrix selector does.
 func (w *worker) load(s storage.Series) error {
 	w.ts, w.vs = w.ts[:0], w.vs[:0]
+	if w.g.useST {
+		// The engine reads start timestamps: a series with them is its to evaluate.
+		if st, ok := s.(fastread.StartTimestamper); !ok || st.HasStartTimestamps() {
+			return w.loadIter(s)
+		}
+	}
 	if fa, ok := s.(fastread.FloatAppender); ok {
 		var err error
 		w.ts, w.vs, err = fa.AppendFloats(w.ts, w.vs, w.mint+1, w.maxt)
@@ -322,6 +328,11 @@ func (w *worker) load(s storage.Series) error {
 		}
 		return err
 	}
+	return w.loadIter(s)
+}
+
+// loadIter is load through the series' iterator.
+func (w *worker) loadIter(s storage.Series) error {
 	w.it = s.Iterator(w.it)
 	it := w.it
 	vt := it.Seek(w.mint + 1)

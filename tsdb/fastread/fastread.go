@@ -36,6 +36,14 @@ type FloatAppender interface {
 	AppendFloats(ts []int64, vs []float64, mint, maxt int64) ([]int64, []float64, error)
 }
 
+// StartTimestamper is implemented by the series tandem's queriers return:
+// HasStartTimestamps reports whether any of the series' samples in the range
+// it was selected for may have a start timestamp, so that a caller that
+// would ignore them (AppendFloats yields none) reads the iterator instead.
+type StartTimestamper interface {
+	HasStartTimestamps() bool
+}
+
 // AppendIter appends what it yields in [mint, maxt] to ts and vs: the
 // FloatAppender of a series that has only an iterator, or of one whose
 // fast path does not apply.

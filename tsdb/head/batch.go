@@ -24,6 +24,7 @@ type HistogramSample struct {
 	T  int64
 	H  *histogram.Histogram
 	FH *histogram.FloatHistogram
+	ST int64 // start timestamp; 0: none
 }
 
 // SeriesRef names a series the head holds, as Head.ResolveHash found it.
@@ -45,6 +46,9 @@ type BatchSeries struct {
 	// order, validated (histogram.Validate) and with schemas in -4…8 or
 	// custom buckets; a series may carry both Samples and Histograms.
 	Histograms []HistogramSample
+	// Starts, when not nil, holds the start timestamp of each of Samples
+	// (same length; 0: none); nil when no sample has one.
+	Starts []int64
 }
 
 // Metadata describes a metric family (type, help and unit).

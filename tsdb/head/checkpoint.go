@@ -118,15 +118,18 @@ func (h *Head) Checkpoint(mint int64) error {
 
 func (h *Head) writeCheckpoint(cw *wal.WAL, mint int64) error {
 	var (
-		c   record.Commit
-		buf []byte
+		c       record.Commit
+		buf     []byte
+		hstarts []record.RefStart // of c.Histograms: logged after those of c.Samples
 	)
 	flush := func() error {
 		if len(c.Series) == 0 && len(c.Samples) == 0 && len(c.Metadata) == 0 && len(c.Exemplars) == 0 && len(c.Histograms) == 0 {
 			return nil
 		}
+		c.Starts = append(c.Starts, hstarts...)
 		buf = c.Encode(buf[:0])
 		c.Reset()
+		hstarts = hstarts[:0]
 		if err := cw.Log(buf); err != nil {
 			return fmt.Errorf("checkpoint: write: %w", err)
 		}
@@ -165,6 +168,14 @@ func (h *Head) writeCheckpoint(cw *wal.WAL, mint int64) error {
 			default:
 				t, v := its[i].At()
 				c.Samples = append(c.Samples, record.RefSample{Ref: members[i].ref, T: t, V: v})
+			}
+			if st := its[i].AtST(); st != 0 {
+				rs := record.RefStart{Ref: members[i].ref, T: its[i].AtT(), ST: st}
+				if vt == chunkenc.ValFloat {
+					c.Starts = append(c.Starts, rs)
+				} else {
+					hstarts = append(hstarts, rs)
+				}
 			}
 			if len(c.Samples)+len(c.Histograms) >= checkpointBatch {
 				return flush()

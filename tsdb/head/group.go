@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 
 	"github.com/tandem-tsdb/tandem/tsdb/encoding"
+	"github.com/tandem-tsdb/tandem/tsdb/starts"
 )
 
 // soloRowsToUnalign is how many sealed rows a member may create alone, next to
@@ -67,12 +68,14 @@ type seriesExtra struct {
 	lastH  *histogram.Histogram
 	lastFH *histogram.FloatHistogram
 	lateH  []HistogramSample
+	// starts: the start timestamps of its samples that have one (starts.go).
+	starts starts.Runs
 }
 
 // unused reports whether x holds nothing, so the series may drop it.
 func (x *seriesExtra) unused() bool {
 	return x.own == nil && len(x.late) == 0 && len(x.lateRuns) == 0 && x.matchRun == 0 && x.solo == 0 && x.soloOpen == 0 && !x.unaligned &&
-		!x.hist && len(x.lateH) == 0 && x.lastH == nil && x.lastFH == nil
+		!x.hist && len(x.lateH) == 0 && x.lastH == nil && x.lastFH == nil && len(x.starts) == 0
 }
 
 // lateHist returns the member's late histograms, sorted; called with g.mu held.
@@ -553,6 +556,7 @@ func (g *group) snapshotShared(s *memSeries, mint, maxt int64, sc *snapCache) *s
 	if in := lateHistIn(s.lateHist(), mint, maxt); len(in) > 0 {
 		d.lateH = slices.Clone(in)
 	}
+	d.starts = s.startRuns(mint, maxt)
 	return d
 }
 
@@ -629,6 +633,7 @@ type seriesData struct {
 	own        []part
 	late       []Sample // accepted out of order, sorted (copied)
 	lateH      []HistogramSample
+	starts     starts.Runs // start timestamps within [mint, maxt] (copied)
 }
 
 // part is either a chunk column or a run of uncompressed samples.

@@ -561,7 +561,8 @@ type commitState struct {
 	order   []int
 	commit  record.Commit
 	buf     []byte
-	fresh   int // samples of commit new to the head (the others were resent)
+	fresh   int               // samples of commit new to the head (the others were resent)
+	hstarts []record.RefStart // start timestamps of commit.Histograms, appended to commit.Starts when logged
 }
 
 // AppendBatch writes a batch: each group's samples are placed under that
@@ -583,6 +584,7 @@ func (h *Head) AppendBatch(_ context.Context, b *Batch) (AppendResult, error) {
 	cs := h.commitPool.Get().(*commitState)
 	defer h.commitPool.Put(cs)
 	cs.commit.Reset()
+	cs.hstarts = cs.hstarts[:0]
 	cs.fresh = 0
 	cs.series = cs.series[:0]
 	cs.replica = cs.replica[:0]
@@ -696,6 +698,7 @@ func (h *Head) AppendBatch(_ context.Context, b *Batch) (AppendResult, error) {
 		h.metrics.observeRejections(&res)
 		return res, nil
 	}
+	cs.commit.Starts = append(cs.commit.Starts, cs.hstarts...)
 	cs.buf = cs.commit.Encode(cs.buf[:0])
 	if err := h.logRecord(cs.buf); err != nil {
 		res.SamplesWritten, res.HistogramsWritten, res.ExemplarsWritten = 0, 0, 0
@@ -752,7 +755,12 @@ func (h *Head) appendGroup(g *group, b *Batch, cs *commitState, k int, now int64
 			}
 			haCutoff = cutoff
 		}
-		for _, smp := range b.Series[i].Samples {
+		sts := b.Series[i].Starts
+		for j, smp := range b.Series[i].Samples {
+			var st int64
+			if sts != nil {
+				st = sts[j]
+			}
 			if smp.T > lim.ceiling {
 				res.Reject(ErrTooFarInFuture, 1, fmt.Sprintf("series %s at %d (more than --storage.max-future-skew ahead of the clock)", s.lset, smp.T))
 				continue
@@ -777,6 +785,7 @@ func (h *Head) appendGroup(g *group, b *Batch, cs *commitState, k int, now int64
 				continue
 			}
 			var err error
+			prevT := s.lastT
 			if smp.T < minValid {
 				if smp.T < lim.lateMin {
 					res.Reject(ErrTooOldSample, 1, fmt.Sprintf("series %s at %d (its range is in a block, and it is older than --storage.late-max-age)", s.lset, smp.T))
@@ -789,6 +798,7 @@ func (h *Head) appendGroup(g *group, b *Batch, cs *commitState, k int, now int64
 			switch err {
 			case nil:
 				cs.fresh++
+				s.recordST(prevT, smp.T, st)
 			case errDupSame:
 				// A resent sample, already in memory: logged again all the
 				// same, since the request that placed it may have failed to
@@ -798,6 +808,7 @@ func (h *Head) appendGroup(g *group, b *Batch, cs *commitState, k int, now int64
 				continue
 			}
 			cs.commit.Samples = append(cs.commit.Samples, record.RefSample{Ref: s.ref, T: smp.T, V: smp.V})
+			cs.logST(s, smp.T, st)
 			*lo, *hi = min(*lo, smp.T), max(*hi, smp.T)
 			cs.logSeries(s)
 		}
@@ -842,6 +853,7 @@ func (h *Head) appendHistogram(g *group, s *memSeries, hs HistogramSample, haCut
 		return false
 	}
 	var err error
+	prevT := s.lastT
 	if hs.T < minValid {
 		err = g.appendLateHistogram(s, hs, &h.counters)
 	} else {
@@ -850,12 +862,16 @@ func (h *Head) appendHistogram(g *group, s *memSeries, hs HistogramSample, haCut
 	switch err {
 	case nil:
 		cs.fresh++
+		s.recordST(prevT, hs.T, hs.ST)
 	case errDupSame: // logged again, as resent floats are
 	default:
 		res.Reject(err, 1, fmt.Sprintf("series %s at %d", s.lset, hs.T))
 		return false
 	}
 	cs.commit.Histograms = append(cs.commit.Histograms, record.RefHistogram{Ref: s.ref, T: hs.T, H: hs.H, FH: hs.FH})
+	if hs.ST != 0 {
+		cs.hstarts = append(cs.hstarts, record.RefStart{Ref: s.ref, T: hs.T, ST: hs.ST})
+	}
 	cs.logSeries(s)
 	return true
 }
@@ -966,7 +982,9 @@ func (h *Head) replay() (int, error) {
 		}
 		lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
 		minValid := h.minValid.Load()
+		stc := startsCursor{list: c.Starts}
 		for _, smp := range c.Samples {
+			st := stc.at(smp.Ref, smp.T)
 			s := h.seriesByRef(smp.Ref)
 			if s == nil {
 				// Its series record was in a damaged record that replay or
@@ -982,6 +1000,7 @@ func (h *Head) replay() (int, error) {
 			}
 			s.g.mu.Lock()
 			var err error
+			prevT := s.lastT
 			if smp.T < minValid {
 				// Older than the head: a late sample not flushed yet (or, after a
 				// crash during a flush, one already in a block: a duplicate
@@ -996,6 +1015,9 @@ func (h *Head) replay() (int, error) {
 				s.addLate(smp.T, smp.V)
 				err = nil
 			}
+			if err == nil {
+				s.recordST(prevT, smp.T, st)
+			}
 			s.g.mu.Unlock()
 			if err != nil && err != errDupSame {
 				dropped++
@@ -1004,6 +1026,7 @@ func (h *Head) replay() (int, error) {
 			lo, hi = min(lo, smp.T), max(hi, smp.T)
 		}
 		for _, rh := range c.Histograms {
+			st := stc.at(rh.Ref, rh.T)
 			s := h.seriesByRef(rh.Ref)
 			if s == nil {
 				unknown++
@@ -1013,9 +1036,10 @@ func (h *Head) replay() (int, error) {
 				dropped++
 				continue
 			}
-			hs := HistogramSample{T: rh.T, H: rh.H, FH: rh.FH}
+			hs := HistogramSample{T: rh.T, H: rh.H, FH: rh.FH, ST: st}
 			s.g.mu.Lock()
 			var err error
+			prevT := s.lastT
 			if rh.T < minValid {
 				old++
 				err = s.g.appendLateHistogram(s, hs, &h.counters)
@@ -1025,6 +1049,9 @@ func (h *Head) replay() (int, error) {
 			if errors.Is(err, ErrOutOfOrderSample) {
 				s.addLateHist(hs)
 				err = nil
+			}
+			if err == nil {
+				s.recordST(prevT, rh.T, st)
 			}
 			s.g.mu.Unlock()
 			if err != nil && err != errDupSame {

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 
 	"github.com/tandem-tsdb/tandem/tsdb/encoding"
+	"github.com/tandem-tsdb/tandem/tsdb/starts"
 )
 
 // partIterator walks one list of parts of a member, trimmed to [mint, maxt].
@@ -353,6 +354,7 @@ type seriesIterator struct {
 	n       int     // streams in use
 	started bool
 	cur     *partIterator
+	starts  starts.Cursor
 }
 
 var _ chunkenc.Iterator = (*seriesIterator)(nil)
@@ -364,6 +366,7 @@ func newSeriesIterator(d *seriesData) *seriesIterator {
 }
 
 func (it *seriesIterator) reset(d *seriesData) {
+	it.starts.Reset(d.starts)
 	it.st[0].reset(d, d.parts)
 	it.n = 1
 	if len(d.own) > 0 {
@@ -495,8 +498,13 @@ func (it *seriesIterator) value(vt chunkenc.ValueType) sampleValue {
 // AtT implements chunkenc.Iterator.
 func (it *seriesIterator) AtT() int64 { return it.cur.t }
 
-// AtST implements chunkenc.Iterator; start timestamps are not stored yet.
-func (it *seriesIterator) AtST() int64 { return 0 }
+// AtST implements chunkenc.Iterator: the current sample's start timestamp.
+func (it *seriesIterator) AtST() int64 {
+	if it.starts.Empty() {
+		return 0
+	}
+	return it.starts.At(it.AtT())
+}
 
 // Err implements chunkenc.Iterator.
 func (it *seriesIterator) Err() error {

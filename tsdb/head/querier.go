@@ -224,8 +224,8 @@ func (s *memSeries) lastSample(mint, maxt int64) (one Sample, in, ok bool) {
 	if n := len(s.late()); n > 0 && s.late()[n-1].T >= s.lastT {
 		return Sample{}, false, false
 	}
-	if x := s.x; x != nil && (x.lastH != nil || x.lastFH != nil || len(x.lateH) > 0) {
-		return Sample{}, false, false // histograms: read through the iterator
+	if x := s.x; x != nil && (x.lastH != nil || x.lastFH != nil || len(x.lateH) > 0 || len(x.starts) > 0) {
+		return Sample{}, false, false // histograms or start timestamps: read through the iterator
 	}
 	return Sample{T: s.lastT, V: s.lastV}, s.lastT >= mint, true
 }

@@ -44,6 +44,7 @@ func (h *Head) truncate(mint int64) {
 			if len(s.lateHist()) > 0 && s.lateHist()[0].T < s.minT {
 				s.minT = s.lateHist()[0].T
 			}
+			s.dropStartsBefore(s.minT)
 		}
 	})
 	for {

@@ -214,6 +214,9 @@ type Cursor struct {
 // Reset points the cursor at rs.
 func (c *Cursor) Reset(rs Runs) { c.runs, c.i = rs, 0 }
 
+// Empty reports whether the cursor has no runs (every sample has ST 0).
+func (c *Cursor) Empty() bool { return len(c.runs) == 0 }
+
 // At returns the start timestamp of the sample at t; t may also go back
 // (a seek), at the cost of a search.
 func (c *Cursor) At(t int64) int64 {
