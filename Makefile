@@ -9,7 +9,7 @@ FUZZ_TARGETS := \
 	./tsdb/encoding:FuzzTSDecoder ./tsdb/encoding:FuzzXORDecoder ./tsdb/encoding:FuzzRoundTrip ./tsdb/encoding:FuzzDecimal \
 	./tsdb/encoding:FuzzHistogramDecoder ./tsdb/encoding:FuzzHistogramRoundTrip \
 	./tsdb/block:FuzzOpenIndex ./tsdb/block:FuzzChunk ./tsdb/block:FuzzExemplars \
-	./tsdb/record:FuzzDecode ./tsdb/wal:FuzzReplay \
+	./tsdb/record:FuzzDecode ./tsdb/wal:FuzzReplay ./tsdb/starts:FuzzDecode \
 	./remote:FuzzDecodeV1 ./remote:FuzzDecodeV2
 
 .PHONY: all build run test vet unit e2e fuzz soak bench bench-histograms docs clean
