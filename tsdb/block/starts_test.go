@@ -454,21 +454,28 @@ func TestStartsHashCollision(t *testing.T) {
 	sb := genSTBlock(rng, 4)
 	b := writeTestBlock(t, sb.testBlock, WriteOptions{Starts: startSlice(sb.input)})
 	idx, err := b.loadStarts()
-	if err != nil || len(idx.entries) < 3 {
+	if err != nil || len(idx.entries) < 3 || len(sb.input) != len(idx.entries) {
 		t.Fatalf("%v, %d entries", err, len(idx.entries))
 	}
-	// Chain every entry under the first one's hash, as if all collided.
-	h := idx.entries[0].lset.Hash()
-	clear(idx.byHash)
+	// Every entry under the first one's hash, as if all collided, the first one last.
+	h := sb.input[0].Labels.Hash()
 	for i := range idx.entries {
-		idx.entries[i].next = int32(i - 1)
+		idx.entries[i].hash = h
+		idx.byHash[i] = uint32(len(idx.entries) - 1 - i)
 	}
-	idx.byHash[h] = int32(len(idx.entries) - 1)
-	if got := b.Starts(idx.entries[0].lset); !slices.Equal(got, sb.input[0].Runs) {
-		t.Fatalf("first series behind a collision chain: %v, want %v", got, sb.input[0].Runs)
+	if got := b.Starts(sb.input[0].Labels); !slices.Equal(got, sb.input[0].Runs) {
+		t.Fatalf("a series behind colliding ones: %v, want %v", got, sb.input[0].Runs)
 	}
-	if got := b.Starts(idx.entries[len(idx.entries)-1].lset); got != nil {
-		t.Fatal("a series found under another's hash") // its own hash is gone from the map
+	if got := b.Starts(sb.input[1].Labels); got != nil {
+		t.Fatal("a series found under another's hash") // its own hash is gone
+	}
+	// A series that differs from a colliding one in a value only is not it.
+	other := labels.NewBuilder(sb.input[0].Labels).Set("job", "other").Labels()
+	for i := range idx.entries {
+		idx.entries[i].hash = other.Hash()
+	}
+	if got := b.Starts(other); got != nil {
+		t.Fatalf("colliding labels %s taken for another series", other)
 	}
 }
 

@@ -1,28 +1,33 @@
 package block
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io/fs"
 	"math"
+	"slices"
 
 	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/tandem-tsdb/tandem/tsdb/starts"
 )
 
-// startsIndex is the decoded starts file: every series' runs, found by label hash.
+// startsIndex is the decoded starts file: every series' runs, found by
+// label hash. Labels stay in the mapped file (entries point at them), so
+// memory holds 28 bytes per series and the runs.
 type startsIndex struct {
-	entries []startsEntry    // in label order
-	byHash  map[uint64]int32 // label hash → first entry with it
+	entries []startsEntry // in label order
+	byHash  []uint32      // entry indices, by hash
+	runs    starts.Runs   // every series' runs, one after the other
 }
 
 type startsEntry struct {
-	lset labels.Labels
-	runs starts.Runs
-	next int32 // the next entry with the same label hash, -1 if none
+	hash         uint64 // of the series' labels
+	labels       uint32 // offset of the series' labels in the file
+	runLo, runHi uint32 // the series' runs in startsIndex.runs
 }
 
 // openStarts checks the starts file's header and TOC.
@@ -86,10 +91,13 @@ func (b *Block) loadStarts() (*startsIndex, error) {
 func (b *Block) decodeStarts() (*startsIndex, error) {
 	x := b.startsFile
 	end := uint64(len(x)) - startsTOCLen
-	idx := &startsIndex{entries: make([]startsEntry, 0, b.stSeries), byHash: make(map[uint64]int32, b.stSeries)}
-	// One array for every series' runs: the entries' slices of it never move.
-	all := make(starts.Runs, 0, b.stRuns)
+	if end > math.MaxUint32 {
+		return nil, fmt.Errorf("file of %d bytes too large: %w", len(x), ErrCorrupt)
+	}
+	// One array for every series' runs: it never grows past the TOC's count.
+	idx := &startsIndex{entries: make([]startsEntry, 0, b.stSeries), runs: make(starts.Runs, 0, b.stRuns)}
 	var lb labels.ScratchBuilder
+	var prev labels.Labels
 	for off := uint64(startsHeaderLen); off < end; {
 		n, k := binary.Uvarint(x[off:end])
 		if k <= 0 || n > end-off-uint64(k) || end-off-uint64(k)-n < 4 {
@@ -107,47 +115,50 @@ func (b *Block) decodeStarts() (*startsIndex, error) {
 		if err != nil {
 			return nil, fmt.Errorf("record at %d: %w", off, err)
 		}
-		if i := len(idx.entries); i > 0 && labels.Compare(idx.entries[i-1].lset, ls) >= 0 {
+		if len(idx.entries) > 0 && labels.Compare(prev, ls) >= 0 {
 			return nil, fmt.Errorf("record at %d: series %s not in ascending label order: %w", off, ls, ErrCorrupt)
 		}
-		from := len(all)
-		if uint64(from) == b.stRuns {
-			return nil, fmt.Errorf("record at %d: more runs than the TOC's %d: %w", off, b.stRuns, ErrCorrupt)
-		}
+		lo := len(idx.runs)
 		var used int
-		all, used, err = starts.Decode(all[:from:b.stRuns], d.b)
+		idx.runs, used, err = starts.Decode(idx.runs, d.b)
 		switch {
 		case err != nil:
 			return nil, fmt.Errorf("record at %d: series %s: %w: %w", off, ls, err, ErrCorrupt)
 		case used != len(d.b):
 			return nil, fmt.Errorf("record at %d: %d trailing bytes: %w", off, len(d.b)-used, ErrCorrupt)
-		case cap(all) != int(b.stRuns):
+		case uint64(len(idx.runs)) > b.stRuns:
 			return nil, fmt.Errorf("record at %d: more runs than the TOC's %d: %w", off, b.stRuns, ErrCorrupt)
 		}
-		rs := all[from:len(all):len(all)]
+		rs := idx.runs[lo:]
 		if !rs.HasST() {
 			return nil, fmt.Errorf("record at %d: series %s without start timestamps: %w", off, ls, ErrCorrupt)
 		}
 		if err := validRuns(rs, b.meta.MinTime, b.meta.MaxTime); err != nil {
 			return nil, fmt.Errorf("record at %d: series %s: %w: %w", off, ls, err, ErrCorrupt)
 		}
-		h := ls.Hash()
-		e := startsEntry{lset: ls, runs: rs, next: -1}
-		if first, ok := idx.byHash[h]; ok {
-			e.next = first
-		}
-		idx.byHash[h] = int32(len(idx.entries))
-		idx.entries = append(idx.entries, e)
+		idx.entries = append(idx.entries, startsEntry{hash: ls.Hash(), labels: uint32(off) + uint32(k), runLo: uint32(lo), runHi: uint32(len(idx.runs))})
+		prev = ls
 		off += uint64(k) + n + 4
 	}
-	if uint64(len(idx.entries)) != b.stSeries || uint64(len(all)) != b.stRuns {
-		return nil, fmt.Errorf("TOC counts %d series and %d runs, file holds %d and %d: %w", b.stSeries, b.stRuns, len(idx.entries), len(all), ErrCorrupt)
+	if uint64(len(idx.entries)) != b.stSeries || uint64(len(idx.runs)) != b.stRuns {
+		return nil, fmt.Errorf("TOC counts %d series and %d runs, file holds %d and %d: %w", b.stSeries, b.stRuns, len(idx.entries), len(idx.runs), ErrCorrupt)
 	}
+	idx.byHash = make([]uint32, len(idx.entries))
+	for i := range idx.byHash {
+		idx.byHash[i] = uint32(i)
+	}
+	slices.SortFunc(idx.byHash, func(i, j uint32) int { return cmp.Compare(idx.entries[i].hash, idx.entries[j].hash) })
 	return idx, nil
 }
 
+// entryRuns returns the runs of entry e, capped so that appending copies them.
+func (idx *startsIndex) entryRuns(e *startsEntry) starts.Runs {
+	return idx.runs[e.runLo:e.runHi:e.runHi]
+}
+
 // Starts returns the start timestamp runs of the series with labels lset,
-// nil when it has none or the starts file is damaged (StartsErr).
+// nil when it has none or the starts file is damaged (StartsErr). The runs
+// are the block's: callers must not modify them.
 func (b *Block) Starts(lset labels.Labels) starts.Runs {
 	if b.stSeries == 0 {
 		return nil
@@ -156,15 +167,33 @@ func (b *Block) Starts(lset labels.Labels) starts.Runs {
 	if err != nil {
 		return nil
 	}
-	i, ok := idx.byHash[lset.Hash()]
-	for ok && i >= 0 {
-		e := &idx.entries[i]
-		if labels.Equal(e.lset, lset) {
-			return e.runs
+	h := lset.Hash()
+	i, _ := slices.BinarySearchFunc(idx.byHash, h, func(e uint32, h uint64) int { return cmp.Compare(idx.entries[e].hash, h) })
+	for ; i < len(idx.byHash) && idx.entries[idx.byHash[i]].hash == h; i++ { // hash collisions: compare the labels
+		e := &idx.entries[idx.byHash[i]]
+		if equalEncodedLabels(b.startsFile[e.labels:], lset) {
+			return idx.entryRuns(e)
 		}
-		i = e.next
 	}
 	return nil
+}
+
+// equalEncodedLabels reports whether the labels appendLabels wrote at the
+// start of enc (checked when the file was decoded) are lset.
+func equalEncodedLabels(enc []byte, lset labels.Labels) bool {
+	d := decbuf{b: enc}
+	if d.uvarintInt(len(enc)) != lset.Len() {
+		return false
+	}
+	eq := true
+	lset.Range(func(l labels.Label) {
+		if eq {
+			name := d.bytes(d.uvarintInt(len(d.b)))
+			value := d.bytes(d.uvarintInt(len(d.b)))
+			eq = d.err == nil && string(name) == l.Name && string(value) == l.Value
+		}
+	})
+	return eq
 }
 
 // StartsErr returns the damage of the block's starts file, decoding it if
@@ -175,10 +204,13 @@ func (b *Block) StartsErr() error {
 }
 
 // StartsIterator walks the series of a block's starts file in label order.
+// The block must stay open while it is used.
 type StartsIterator struct {
+	b          *Block
 	idx        *startsIndex
 	i          int
 	mint, maxt int64
+	lb         labels.ScratchBuilder
 	cur        SeriesStarts
 	err        error
 }
@@ -187,24 +219,30 @@ type StartsIterator struct {
 // in [mint, maxt], their runs clipped to it.
 func (b *Block) StartsIterator(mint, maxt int64) *StartsIterator {
 	idx, err := b.loadStarts()
-	return &StartsIterator{idx: idx, mint: mint, maxt: maxt, err: err}
+	return &StartsIterator{b: b, idx: idx, mint: mint, maxt: maxt, err: err}
 }
 
 // Next advances to the next series.
 func (it *StartsIterator) Next() bool {
-	if it.idx == nil {
+	if it.idx == nil || it.err != nil {
 		return false
 	}
 	for it.i < len(it.idx.entries) {
 		e := &it.idx.entries[it.i]
 		it.i++
-		if n := len(e.runs); e.runs[n-1].To < it.mint || e.runs[0].From > it.maxt {
+		rs := it.idx.entryRuns(e)
+		if rs[len(rs)-1].To < it.mint || rs[0].From > it.maxt {
 			continue
 		}
-		if it.cur.Runs = e.runs.Clip(it.mint, it.maxt); it.cur.Runs != nil {
-			it.cur.Labels = e.lset
-			return true
+		if it.cur.Runs = rs.Clip(it.mint, it.maxt); it.cur.Runs == nil {
+			continue
 		}
+		d := decbuf{b: it.b.startsFile[e.labels:]}
+		if it.cur.Labels, it.err = decodeLabels(&d, &it.lb); it.err != nil {
+			it.err = fmt.Errorf("%s: record at %d: %w", it.b.startsPath, e.labels, it.err)
+			return false
+		}
+		return true
 	}
 	return false
 }
