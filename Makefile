@@ -8,7 +8,7 @@ FUZZTIME ?= 20000x
 FUZZ_TARGETS := \
 	./tsdb/encoding:FuzzTSDecoder ./tsdb/encoding:FuzzXORDecoder ./tsdb/encoding:FuzzRoundTrip ./tsdb/encoding:FuzzDecimal \
 	./tsdb/encoding:FuzzHistogramDecoder ./tsdb/encoding:FuzzHistogramRoundTrip \
-	./tsdb/block:FuzzOpenIndex ./tsdb/block:FuzzChunk ./tsdb/block:FuzzExemplars \
+	./tsdb/block:FuzzOpenIndex ./tsdb/block:FuzzChunk ./tsdb/block:FuzzExemplars ./tsdb/block:FuzzStarts \
 	./tsdb/record:FuzzDecode ./tsdb/wal:FuzzReplay ./tsdb/starts:FuzzDecode \
 	./remote:FuzzDecodeV1 ./remote:FuzzDecodeV2
 

@@ -798,7 +798,9 @@ func (h *Head) appendGroup(g *group, b *Batch, cs *commitState, k int, now int64
 			switch err {
 			case nil:
 				cs.fresh++
-				s.recordST(prevT, smp.T, st)
+				if st != 0 || s.x != nil {
+					s.recordST(prevT, smp.T, st)
+				}
 			case errDupSame:
 				// A resent sample, already in memory: logged again all the
 				// same, since the request that placed it may have failed to
