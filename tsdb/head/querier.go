@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/prometheus/util/annotations"
 	"github.com/tandem-tsdb/tandem/tsdb/fastread"
 	"github.com/tandem-tsdb/tandem/tsdb/internal/results"
+	"github.com/tandem-tsdb/tandem/tsdb/starts"
 )
 
 // Querier returns a storage.Querier over the head for [mint, maxt].
@@ -180,7 +181,7 @@ func snapshotRun(ctx context.Context, list []*memSeries, mint, maxt int64, lastO
 				if lastOnly {
 					if one, in, ok := list[i].lastSample(mint, maxt); ok {
 						if in {
-							last = append(last, headSeries{lset: list[i].lset, one: one, mint: mint, maxt: maxt})
+							last = append(last, headSeries{lset: list[i].lset, one: one, oneST: list[i].startAt(one.T), mint: mint, maxt: maxt})
 							out = append(out, &last[len(last)-1])
 						}
 						continue
@@ -224,8 +225,8 @@ func (s *memSeries) lastSample(mint, maxt int64) (one Sample, in, ok bool) {
 	if n := len(s.late()); n > 0 && s.late()[n-1].T >= s.lastT {
 		return Sample{}, false, false
 	}
-	if x := s.x; x != nil && (x.lastH != nil || x.lastFH != nil || len(x.lateH) > 0 || len(x.starts) > 0) {
-		return Sample{}, false, false // histograms or start timestamps: read through the iterator
+	if x := s.x; x != nil && (x.lastH != nil || x.lastFH != nil || len(x.lateH) > 0) {
+		return Sample{}, false, false // histograms: read through the iterator
 	}
 	return Sample{T: s.lastT, V: s.lastV}, s.lastT >= mint, true
 }
@@ -296,6 +297,8 @@ type headSeries struct {
 	lset labels.Labels
 	d    *seriesData // nil: the series is the one sample below (lastSample)
 	one  Sample
+	// oneST is the one sample's start timestamp (0: none).
+	oneST int64
 	// mint and maxt bound the one sample's snapshot.
 	mint, maxt int64
 }
@@ -304,7 +307,11 @@ type headSeries struct {
 // kept: a series may be read by several goroutines).
 func (s *headSeries) data() *seriesData {
 	if s.d == nil {
-		return &seriesData{mint: s.mint, maxt: s.maxt, parts: []part{{samples: []Sample{s.one}}}}
+		d := &seriesData{mint: s.mint, maxt: s.maxt, parts: []part{{samples: []Sample{s.one}}}}
+		if s.oneST != 0 {
+			d.starts = starts.Runs{{From: s.one.T, To: s.one.T, V: s.oneST}}
+		}
+		return d
 	}
 	return s.d
 }

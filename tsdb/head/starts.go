@@ -72,4 +72,18 @@ func (c *startsCursor) at(ref uint64, t int64) int64 {
 
 // HasStartTimestamps reports whether the series has start timestamps in
 // its snapshot (fastread.StartTimestamper).
-func (s *headSeries) HasStartTimestamps() bool { return s.d != nil && len(s.d.starts) > 0 }
+func (s *headSeries) HasStartTimestamps() bool {
+	if s.d == nil {
+		return s.oneST != 0
+	}
+	return len(s.d.starts) > 0
+}
+
+// startAt returns the start timestamp of s's sample at t (0: none); called
+// with g.mu held.
+func (s *memSeries) startAt(t int64) int64 {
+	if s.x == nil || len(s.x.starts) == 0 {
+		return 0
+	}
+	return s.x.starts.At(t)
+}

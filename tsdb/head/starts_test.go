@@ -6,8 +6,11 @@ import (
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/prometheus/prometheus/tsdb/tsdbutil"
+
+	"github.com/tandem-tsdb/tandem/tsdb/fastread"
 )
 
 // stPoint is a sample's time and start timestamp as read back.
@@ -116,4 +119,39 @@ func TestStartTimestamps(t *testing.T) {
 	h = openHead(t, dir, func(o *Options) { o.OutOfOrderWindow = time.Hour })
 	defer h.Close()
 	check("after checkpoint")
+}
+
+// TestStartTimestampLastSample: an instant selector's one-sample read
+// (fastread.HintLastSample) keeps the sample's start timestamp.
+func TestStartTimestampLastSample(t *testing.T) {
+	h := openHead(t, t.TempDir(), nil)
+	defer h.Close()
+	ls := labels.FromStrings("__name__", "c", "job", "a")
+	for i, st := range []int64{0, 77, 77} {
+		b := &Batch{Series: []BatchSeries{{Labels: ls, Samples: []Sample{{T: int64(1000 * (i + 1)), V: 1}}, Starts: []int64{st}}}}
+		if _, err := h.AppendBatch(context.Background(), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q, err := h.Querier(0, 5000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	ss := q.Select(context.Background(), false, &storage.SelectHints{Start: 0, End: 5000, Func: fastread.HintLastSample},
+		labels.MustNewMatcher(labels.MatchEqual, "job", "a"))
+	if !ss.Next() {
+		t.Fatal("no series")
+	}
+	s := ss.At()
+	if st, ok := s.(fastread.StartTimestamper); !ok || !st.HasStartTimestamps() {
+		t.Error("the one-sample series does not report its start timestamp")
+	}
+	it := s.Iterator(nil)
+	if it.Next() != chunkenc.ValFloat || it.AtT() != 3000 || it.AtST() != 77 {
+		t.Fatalf("last sample (t, st) = (%d, %d), want (3000, 77)", it.AtT(), it.AtST())
+	}
+	if it.Next() != chunkenc.ValNone {
+		t.Fatal("more than the last sample")
+	}
 }
