@@ -53,8 +53,8 @@ func continuesHistogram(prev, h *histogram.Histogram) bool {
 		histogram.IsCustomBucketsSchema(h.Schema) && !histogram.CustomBucketBoundsMatch(h.CustomValues, prev.CustomValues):
 		return false
 	}
-	return bucketsGrow(prev.PositiveBucketIterator(), h.PositiveBucketIterator()) &&
-		bucketsGrow(prev.NegativeBucketIterator(), h.NegativeBucketIterator())
+	return bucketsGrow(prev.PositiveSpans, prev.PositiveBuckets, h.PositiveSpans, h.PositiveBuckets, true) &&
+		bucketsGrow(prev.NegativeSpans, prev.NegativeBuckets, h.NegativeSpans, h.NegativeBuckets, true)
 }
 
 // continuesFloatHistogram is continuesHistogram for float counts.
@@ -67,27 +67,108 @@ func continuesFloatHistogram(prev, h *histogram.FloatHistogram) bool {
 		histogram.IsCustomBucketsSchema(h.Schema) && !histogram.CustomBucketBoundsMatch(h.CustomValues, prev.CustomValues):
 		return false
 	}
-	return bucketsGrow(prev.PositiveBucketIterator(), h.PositiveBucketIterator()) &&
-		bucketsGrow(prev.NegativeBucketIterator(), h.NegativeBucketIterator())
+	return bucketsGrow(prev.PositiveSpans, prev.PositiveBuckets, h.PositiveSpans, h.PositiveBuckets, false) &&
+		bucketsGrow(prev.NegativeSpans, prev.NegativeBuckets, h.NegativeSpans, h.NegativeBuckets, false)
 }
 
-// bucketsGrow reports whether every populated bucket of prev is in cur with
-// at least its count (the iterators yield buckets by increasing index).
-func bucketsGrow[BC histogram.BucketCount](prev, cur histogram.BucketIterator[BC]) bool {
-	have := cur.Next()
-	for prev.Next() {
-		p := prev.At()
-		if p.Count == 0 {
+// bucketsGrow reports whether every populated bucket of the previous
+// histogram (spans ps, buckets pb) is in the current one (cs, cb) with at
+// least its count; buckets are deltas (integer histograms) or absolute
+// counts. It walks the spans without computing bucket bounds, and the same
+// layout, the common case, is one pass over both bucket lists.
+func bucketsGrow[BC int64 | float64](ps []histogram.Span, pb []BC, cs []histogram.Span, cb []BC, deltas bool) bool {
+	if len(pb) == len(cb) && spansEqual(ps, cs) {
+		var p, c BC
+		for i := range pb {
+			if deltas {
+				p, c = p+pb[i], c+cb[i]
+			} else {
+				p, c = pb[i], cb[i]
+			}
+			if p != 0 && c < p {
+				return false
+			}
+		}
+		return true
+	}
+	var pw, cw spanWalk
+	pw.spans, cw.spans = ps, cs
+	var p, c BC
+	ci, cIdx, have := -1, int32(0), false
+	for pi := range pb {
+		pIdx, ok := pw.next()
+		if !ok {
+			return true // buckets beyond the spans: not read by Prometheus either
+		}
+		if deltas {
+			p += pb[pi]
+		} else {
+			p = pb[pi]
+		}
+		if p == 0 {
 			continue
 		}
-		for have && cur.At().Index < p.Index {
-			have = cur.Next()
+		for !have || cIdx < pIdx {
+			if ci+1 >= len(cb) {
+				return false
+			}
+			if cIdx, have = cw.next(); !have {
+				return false
+			}
+			ci++
+			if deltas {
+				c += cb[ci]
+			} else {
+				c = cb[ci]
+			}
 		}
-		if !have || cur.At().Index != p.Index || cur.At().Count < p.Count {
+		if cIdx != pIdx || c < p {
 			return false
 		}
 	}
 	return true
+}
+
+// spansEqual reports whether two span lists are identical.
+func spansEqual(a, b []histogram.Span) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// spanWalk yields the bucket indices of a span list in order.
+type spanWalk struct {
+	spans   []histogram.Span
+	si      int    // next span
+	rem     uint32 // buckets left in the current span
+	idx     int32  // index of the next bucket
+	started bool
+}
+
+// next returns the next bucket's index; false after the last span.
+func (w *spanWalk) next() (int32, bool) {
+	for w.rem == 0 {
+		if w.si >= len(w.spans) {
+			return 0, false
+		}
+		sp := w.spans[w.si]
+		w.si++
+		if w.started {
+			w.idx += sp.Offset
+		} else {
+			w.idx, w.started = sp.Offset, true
+		}
+		w.rem = sp.Length
+	}
+	w.rem--
+	w.idx++
+	return w.idx - 1, true
 }
 
 // withHint returns hs with its histogram's hint set to hint, copying the
