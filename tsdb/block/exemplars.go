@@ -20,8 +20,8 @@ const ExemplarsFilename = "exemplars"
 
 const (
 	exemplarsMagic     = 0x544E4445 // "TNDE"
-	exemplarsHeaderLen = 8
-	exemplarsTOCLen    = 28
+	exemplarsHeaderLen = seriesFileHeaderLen
+	exemplarsTOCLen    = seriesFileTOCLen
 )
 
 // Exemplar is one exemplar of a series: its own labels (e.g. a trace id), timestamp and value.
@@ -45,24 +45,21 @@ type ExemplarSource func(yield func(*SeriesExemplars) error) error
 // writeExemplars writes the exemplars file at path from src and counts the
 // exemplars in meta; no file is created when src yields no exemplar.
 func writeExemplars(path string, src ExemplarSource, mint, maxt int64, meta *Meta) (err error) {
-	var (
-		f       *countingWriter
-		prev    labels.Labels
-		nseries uint64
-		body    []byte
-		head    []byte
-		crc     [4]byte
-	)
+	w := seriesFileWriter{path: path, magic: exemplarsMagic}
 	defer func() {
-		if err != nil && f != nil {
-			f.f.Close()
+		if err != nil {
+			w.abort()
 		}
 	}()
+	var (
+		prev labels.Labels
+		body []byte
+	)
 	err = src(func(se *SeriesExemplars) error {
 		if len(se.Exemplars) == 0 {
 			return nil
 		}
-		if nseries > 0 && labels.Compare(prev, se.Labels) >= 0 {
+		if w.n > 0 && labels.Compare(prev, se.Labels) >= 0 {
 			return fmt.Errorf("%s: series %s after %s: not in ascending label order", path, se.Labels, prev)
 		}
 		if err := validLabels(se.Labels); err != nil {
@@ -79,48 +76,18 @@ func writeExemplars(path string, src ExemplarSource, mint, maxt int64, meta *Met
 				return fmt.Errorf("%s: series %s: exemplar at %d: %w", path, se.Labels, e.T, err)
 			}
 		}
-		if f == nil {
-			var err error
-			if f, err = createFile(path); err != nil {
-				return err
-			}
-			var hdr [exemplarsHeaderLen]byte
-			binary.BigEndian.PutUint32(hdr[:], exemplarsMagic)
-			hdr[4] = FormatVersion
-			if _, err := f.Write(hdr[:]); err != nil {
-				return fmt.Errorf("%s: %w", path, err)
-			}
-		}
 		body = appendSeriesExemplars(body[:0], se)
-		head = binary.AppendUvarint(head[:0], uint64(len(body)))
-		binary.BigEndian.PutUint32(crc[:], crc32.Checksum(body, castagnoli))
-		for _, b := range [][]byte{head, body, crc[:]} {
-			if _, err := f.Write(b); err != nil {
-				return fmt.Errorf("%s: %w", path, err)
-			}
+		if err := w.add(body); err != nil {
+			return err
 		}
-		nseries++
 		meta.Stats.NumExemplars += uint64(len(se.Exemplars))
 		prev = se.Labels.Copy()
 		return nil
 	})
-	if err != nil || f == nil {
+	if err != nil {
 		return err
 	}
-	var toc [exemplarsTOCLen]byte
-	binary.BigEndian.PutUint64(toc[0:], f.off)
-	binary.BigEndian.PutUint64(toc[8:], nseries)
-	binary.BigEndian.PutUint64(toc[16:], meta.Stats.NumExemplars)
-	binary.BigEndian.PutUint32(toc[24:], crc32.Checksum(toc[:24], castagnoli))
-	if _, err := f.Write(toc[:]); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	err = f.finish()
-	f = nil // closed by finish
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return nil
+	return w.finish(meta.Stats.NumExemplars)
 }
 
 // validLabels checks that label names are non-empty and strictly ascending.

@@ -1,9 +1,7 @@
 package block
 
 import (
-	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 
 	"github.com/prometheus/prometheus/model/labels"
 
@@ -21,8 +19,8 @@ const StartsFilename = "starts"
 
 const (
 	startsMagic     = 0x544E4453 // "TNDS"
-	startsHeaderLen = 8
-	startsTOCLen    = 28
+	startsHeaderLen = seriesFileHeaderLen
+	startsTOCLen    = seriesFileTOCLen
 )
 
 // SeriesStarts are the start timestamp runs of one series.
@@ -41,23 +39,22 @@ type StartSource func(yield func(*SeriesStarts) error) error
 // in meta; series without a start timestamp are skipped, and no file is
 // created when none is left.
 func writeStarts(path string, src StartSource, mint, maxt int64, meta *Meta) (err error) {
-	var (
-		f             *countingWriter
-		prev          labels.Labels
-		nseries, nrun uint64
-		body, head    []byte
-		crc           [4]byte
-	)
+	w := seriesFileWriter{path: path, magic: startsMagic}
 	defer func() {
-		if err != nil && f != nil {
-			f.f.Close()
+		if err != nil {
+			w.abort()
 		}
 	}()
+	var (
+		prev labels.Labels
+		nrun uint64
+		body []byte
+	)
 	err = src(func(ss *SeriesStarts) error {
 		if !ss.Runs.HasST() {
 			return nil
 		}
-		if nseries > 0 && labels.Compare(prev, ss.Labels) >= 0 {
+		if w.n > 0 && labels.Compare(prev, ss.Labels) >= 0 {
 			return fmt.Errorf("%s: series %s after %s: not in ascending label order", path, ss.Labels, prev)
 		}
 		if err := validLabels(ss.Labels); err != nil {
@@ -66,48 +63,21 @@ func writeStarts(path string, src StartSource, mint, maxt int64, meta *Meta) (er
 		if err := validRuns(ss.Runs, mint, maxt); err != nil {
 			return fmt.Errorf("%s: series %s: %w", path, ss.Labels, err)
 		}
-		if f == nil {
-			var err error
-			if f, err = createFile(path); err != nil {
-				return err
-			}
-			var hdr [startsHeaderLen]byte
-			binary.BigEndian.PutUint32(hdr[:], startsMagic)
-			hdr[4] = FormatVersion
-			if _, err := f.Write(hdr[:]); err != nil {
-				return fmt.Errorf("%s: %w", path, err)
-			}
-		}
 		body = ss.Runs.AppendEncoded(appendLabels(body[:0], ss.Labels))
-		head = binary.AppendUvarint(head[:0], uint64(len(body)))
-		binary.BigEndian.PutUint32(crc[:], crc32.Checksum(body, castagnoli))
-		for _, b := range [][]byte{head, body, crc[:]} {
-			if _, err := f.Write(b); err != nil {
-				return fmt.Errorf("%s: %w", path, err)
-			}
+		if err := w.add(body); err != nil {
+			return err
 		}
-		nseries++
 		nrun += uint64(len(ss.Runs))
 		prev = ss.Labels.Copy()
 		return nil
 	})
-	if err != nil || f == nil {
+	if err != nil {
 		return err
 	}
-	var toc [startsTOCLen]byte
-	binary.BigEndian.PutUint64(toc[0:], f.off)
-	binary.BigEndian.PutUint64(toc[8:], nseries)
-	binary.BigEndian.PutUint64(toc[16:], nrun)
-	binary.BigEndian.PutUint32(toc[24:], crc32.Checksum(toc[:24], castagnoli))
-	if _, err := f.Write(toc[:]); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+	if err := w.finish(nrun); err != nil {
+		return err
 	}
-	err = f.finish()
-	f = nil // closed by finish
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	meta.Stats.NumStartSeries = nseries
+	meta.Stats.NumStartSeries = w.n
 	return nil
 }
 

@@ -2,6 +2,7 @@ package head
 
 import (
 	"math"
+	"slices"
 
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/value"
@@ -77,7 +78,7 @@ func continuesFloatHistogram(prev, h *histogram.FloatHistogram) bool {
 // counts. It walks the spans without computing bucket bounds, and the same
 // layout, the common case, is one pass over both bucket lists.
 func bucketsGrow[BC int64 | float64](ps []histogram.Span, pb []BC, cs []histogram.Span, cb []BC, deltas bool) bool {
-	if len(pb) == len(cb) && spansEqual(ps, cs) {
+	if len(pb) == len(cb) && slices.Equal(ps, cs) {
 		var p, c BC
 		for i := range pb {
 			if deltas {
@@ -123,19 +124,6 @@ func bucketsGrow[BC int64 | float64](ps []histogram.Span, pb []BC, cs []histogra
 			}
 		}
 		if cIdx != pIdx || c < p {
-			return false
-		}
-	}
-	return true
-}
-
-// spansEqual reports whether two span lists are identical.
-func spansEqual(a, b []histogram.Span) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
 			return false
 		}
 	}
