@@ -277,11 +277,8 @@ func (b *Block) verifyStarts() error {
 		}
 		return nil
 	}
-	if err := b.openStarts(); err != nil {
-		return fmt.Errorf("%s: %w", b.startsPath, err)
-	}
-	if b.stSeries != b.meta.Stats.NumStartSeries {
-		return fmt.Errorf("%s: TOC counts %d series, meta.json %d: %w", b.startsPath, b.stSeries, b.meta.Stats.NumStartSeries, ErrCorrupt)
+	if err := b.checkStartsTOC(); err != nil {
+		return err
 	}
 	return b.StartsErr()
 }
@@ -299,6 +296,12 @@ func (b *Block) mapStarts() error {
 		}
 		return nil
 	}
+	return b.checkStartsTOC()
+}
+
+// checkStartsTOC reads the mapped starts file's header and TOC and checks
+// its series count against meta.json.
+func (b *Block) checkStartsTOC() error {
 	if err := b.openStarts(); err != nil {
 		return fmt.Errorf("%s: %w", b.startsPath, err)
 	}
