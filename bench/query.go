@@ -75,6 +75,7 @@ type QueryResult struct {
 	P90Ms    float64   `json:"p90_ms"`
 	Runs     []float64 `json:"runs_ms"`
 	Error    string    `json:"error,omitempty"`
+	Points   int       `json:"points"` // samples in the last answer (a histogram counts its count, sum and buckets); -1 for lists
 	body     []byte
 }
 
@@ -97,6 +98,9 @@ func RunQueries(ctx context.Context, p *Peer, qs []Query, reps int) []QueryResul
 			if k > 0 {
 				r.Runs = append(r.Runs, float64(d.Microseconds())/1000)
 			}
+		}
+		if r.body != nil {
+			r.Points = countPoints(r.body)
 		}
 		if len(r.Runs) > 0 {
 			s := slices.Clone(r.Runs)
@@ -286,6 +290,20 @@ func normalize(body []byte) (map[string][]point, []string, error) {
 	}
 	sort.Strings(names)
 	return nil, names, nil
+}
+
+// countPoints is the number of points of an answer, -1 for a list or an
+// answer that does not decode.
+func countPoints(body []byte) int {
+	m, _, err := normalize(body)
+	if err != nil || m == nil {
+		return -1
+	}
+	n := 0
+	for _, ps := range m {
+		n += len(ps)
+	}
+	return n
 }
 
 func toPoint(v [2]any) (point, error) {

@@ -96,8 +96,8 @@ func TestHarnessHistogramsAgainstTandem(t *testing.T) {
 		t.Fatalf("%d queries, want 7", len(r.Queries))
 	}
 	for _, q := range r.Queries {
-		if q.Error != "" || len(q.Runs) != 1 {
-			t.Errorf("query %s: %d runs, error %q", q.Name, len(q.Runs), q.Error)
+		if q.Error != "" || len(q.Runs) != 1 || q.Points < 10 {
+			t.Errorf("query %s: %d runs, %d points, error %q", q.Name, len(q.Runs), q.Points, q.Error)
 		}
 	}
 	if err := run([]string{"-workload", "histograms", "-peers", "tandem,victoriametrics", "-tandem", bin}); err == nil {
