@@ -12,7 +12,7 @@ FUZZ_TARGETS := \
 	./tsdb/record:FuzzDecode ./tsdb/wal:FuzzReplay ./tsdb/starts:FuzzDecode \
 	./remote:FuzzDecodeV1 ./remote:FuzzDecodeV2
 
-.PHONY: all build run test vet unit e2e fuzz soak bench bench-histograms docs clean
+.PHONY: all build run test vet unit e2e fuzz soak bench bench-histograms bench-histogram-peers docs clean
 
 all: build
 
@@ -88,6 +88,13 @@ bench-micro:
 ## block bytes, ingest, histogram_quantile range queries (answers compared).
 bench-histograms:
 	$(GO) test -run '^$$' -bench '$(HIST_BENCH)' -benchtime 1x -benchmem ./tsdb/
+
+## bench-histogram-peers: the side-by-side harness on its native-histogram workload
+## (tandem and Prometheus over remote-write 2.0; BENCH_SIZE=quick is 20 targets × 6 h, ~3 min;
+## VictoriaMetrics does not store native histograms and is left out; needs $(BIN_DIR)/prometheus
+## from make bench-peers). Not part of make test.
+bench-histogram-peers:
+	$(GO) run ./cmd/tandem-bench -workload histograms -size $(BENCH_SIZE) -bin-dir $(BIN_DIR) -json bench-histograms-$(BENCH_SIZE).json
 
 ## bench-peers: build the pinned peers once into $(BIN_DIR) (Prometheus takes several minutes).
 bench-peers:

@@ -84,3 +84,42 @@ func TestBuildWorkload(t *testing.T) {
 		t.Errorf("batches hold %d samples, workload %d", n, w.Samples)
 	}
 }
+
+func TestCompareHistograms(t *testing.T) {
+	m := func(c string) []byte {
+		return []byte(`{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"a":"1"},"histograms":[[1,{"count":"3","sum":"0.5","buckets":[[0,"0.1","0.2","` + c + `"],[0,"0.2","0.4","1"]]}]]}]}}`)
+	}
+	if d := Compare(m("2"), m("2"), 1e-9); d != "" {
+		t.Errorf("equal histograms: %q", d)
+	}
+	if d := Compare(m("2"), m("2.5"), 1e-9); !strings.Contains(d, "1 of 4 points differ") {
+		t.Errorf("different bucket counts: %q", d)
+	}
+	vec := []byte(`{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"histogram":[1,{"count":"3","sum":"0.5","buckets":[]}]}]}}`)
+	if d := Compare(vec, vec, 1e-9); d != "" {
+		t.Errorf("equal histogram vectors: %q", d)
+	}
+}
+
+func TestBuildHistogramWorkload(t *testing.T) {
+	w, err := BuildWorkload(WorkloadOptions{Targets: 2, Scrapes: 20, Interval: 15 * time.Second, Version: 2, Shards: 3, Seed: 1, Histograms: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Series != 2*17 || w.Samples != int64(w.Series*20) || w.HistSamples != 2*14*20 {
+		t.Errorf("%d series, %d samples, %d histogram samples", w.Series, w.Samples, w.HistSamples)
+	}
+	if w.MaxT > time.Now().UnixMilli() || w.MaxT-w.MinT < 19*15000 {
+		t.Errorf("span %d..%d", w.MinT, w.MaxT)
+	}
+	for _, sh := range w.Shards {
+		for _, b := range sh {
+			if b.ContentType != "application/x-protobuf;proto=io.prometheus.write.v2.Request" {
+				t.Fatalf("content type %q", b.ContentType)
+			}
+		}
+	}
+	if qs := HistogramQuerySet(w); len(qs) < 5 {
+		t.Errorf("%d histogram queries", len(qs))
+	}
+}

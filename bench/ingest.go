@@ -27,6 +27,10 @@ type Workload struct {
 	MinT     int64 // first scrape (ms)
 	MaxT     int64 // last scrape (ms)
 	Bytes    int64 // encoded body bytes
+	// Histograms marks the native-histogram workload; HistSamples of its
+	// Samples are histogram samples (the rest floats).
+	Histograms  bool
+	HistSamples int64
 	// EntropyFloor is the generator's EntropyBytesPerSample.
 	EntropyFloor float64
 }
@@ -46,6 +50,15 @@ type WorkloadOptions struct {
 	Shards   int
 	Seed     uint64
 	End      time.Time // time of the last scrape; default now
+	// Histograms replays workload.HistogramGenerator (native histograms,
+	// NHCB and a few floats) instead of the node_exporter-like floats.
+	Histograms bool
+}
+
+// roundSource is a generator of scrape rounds.
+type roundSource interface {
+	Next() []workload.Scrape
+	SeriesPerTarget() int
 }
 
 // BuildWorkload generates node_exporter-like scrapes (workload.Generator,
@@ -58,14 +71,26 @@ func BuildWorkload(o WorkloadOptions) (*Workload, error) {
 		o.End = time.Now()
 	}
 	start := o.End.Add(-time.Duration(o.Scrapes-1) * o.Interval).Truncate(time.Second)
-	g, err := workload.NewGenerator(workload.Options{
-		Targets: o.Targets, Scrapes: o.Scrapes, Interval: o.Interval, Start: start, Seed: o.Seed, Histogram: true,
-	})
-	if err != nil {
-		return nil, err
+	if o.Histograms {
+		start = start.Add(-o.Interval) // its targets scrape up to an interval after the round's start
 	}
-	w := &Workload{Version: o.Version, Shards: make([][]Batch, o.Shards), Targets: o.Targets, Scrapes: o.Scrapes,
-		Interval: o.Interval, Series: o.Targets * g.SeriesPerTarget(), MinT: start.UnixMilli(), EntropyFloor: g.EntropyBytesPerSample()}
+	var (
+		g       roundSource
+		entropy float64
+	)
+	if o.Histograms {
+		g = workload.NewHistogramGenerator(workload.HistogramOptions{Targets: o.Targets, Scrapes: o.Scrapes, Interval: o.Interval, Start: start, Seed: o.Seed})
+	} else {
+		fg, err := workload.NewGenerator(workload.Options{
+			Targets: o.Targets, Scrapes: o.Scrapes, Interval: o.Interval, Start: start, Seed: o.Seed, Histogram: true,
+		})
+		if err != nil {
+			return nil, err
+		}
+		g, entropy = fg, fg.EntropyBytesPerSample()
+	}
+	w := &Workload{Version: o.Version, Shards: make([][]Batch, o.Shards), Targets: o.Targets, Scrapes: o.Scrapes, Histograms: o.Histograms,
+		Interval: o.Interval, Series: o.Targets * g.SeriesPerTarget(), MinT: start.UnixMilli(), EntropyFloor: entropy}
 	var encErr error
 	b, err := workload.NewBatcher(workload.SendOptions{Version: o.Version, Shards: o.Shards, MaxSamplesPerSend: 2000}, func(r workload.Request) error {
 		e, err := r.Encode()
@@ -88,6 +113,11 @@ func BuildWorkload(o WorkloadOptions) (*Workload, error) {
 		}
 		for _, sc := range round {
 			w.MaxT = max(w.MaxT, sc.T)
+			for i := range sc.Samples {
+				if sc.Samples[i].H != nil {
+					w.HistSamples++
+				}
+			}
 		}
 		if err := b.Add(round); err != nil {
 			return nil, fmt.Errorf("encode: %w", errors.Join(err, encErr))

@@ -47,6 +47,27 @@ func QuerySet(w *Workload) []Query {
 	}
 }
 
+// HistogramQuerySet is the query set of the native-histogram workload over
+// w's whole span, step 60 s (the last query returns histograms, compared
+// bucket by bucket).
+func HistogramQuerySet(w *Workload) []Query {
+	end := w.MaxT / 1000
+	start := w.MinT / 1000
+	str := func(s int64) string { return strconv.FormatInt(s, 10) }
+	rng := func(q string, from int64) url.Values {
+		return url.Values{"query": {q}, "start": {str(from)}, "end": {str(end)}, "step": {"60"}}
+	}
+	return []Query{
+		{"histogram_quantile(0.9, sum by (instance) (rate(rpc[5m])))", "/api/v1/query_range", rng(`histogram_quantile(0.9, sum by (instance) (rate(rpc_duration_seconds[5m])))`, start)},
+		{"histogram_quantile(0.99, sum(rate(rpc[5m])))", "/api/v1/query_range", rng(`histogram_quantile(0.99, sum(rate(rpc_duration_seconds[5m])))`, start)},
+		{"NHCB: histogram_quantile(0.9, sum by (instance) (rate(http[5m])))", "/api/v1/query_range", rng(`histogram_quantile(0.9, sum by (instance) (rate(http_request_duration_seconds[5m])))`, start)},
+		{"NHCB: histogram_quantile(0.99, sum(rate(http[5m])))", "/api/v1/query_range", rng(`histogram_quantile(0.99, sum(rate(http_request_duration_seconds[5m])))`, start)},
+		{"histogram_count(rate(rpc[5m]))", "/api/v1/query_range", rng(`histogram_count(rate(rpc_duration_seconds[5m]))`, start)},
+		{"gauge: histogram_quantile(0.5, sum by (queue) (queue_wait))", "/api/v1/query_range", rng(`histogram_quantile(0.5, sum by (queue) (queue_wait_seconds))`, start)},
+		{"sum(rate(rpc{method=\"m3\"}[5m])) (histograms)", "/api/v1/query_range", rng(`sum(rate(rpc_duration_seconds{method="m3"}[5m]))`, start)},
+	}
+}
+
 // QueryResult is one query's latency over repeated runs and its last answer.
 type QueryResult struct {
 	Name     string    `json:"name"`
@@ -54,6 +75,7 @@ type QueryResult struct {
 	P90Ms    float64   `json:"p90_ms"`
 	Runs     []float64 `json:"runs_ms"`
 	Error    string    `json:"error,omitempty"`
+	Points   int       `json:"points"` // samples in the last answer (a histogram counts its count, sum and buckets); -1 for lists
 	body     []byte
 }
 
@@ -76,6 +98,9 @@ func RunQueries(ctx context.Context, p *Peer, qs []Query, reps int) []QueryResul
 			if k > 0 {
 				r.Runs = append(r.Runs, float64(d.Microseconds())/1000)
 			}
+		}
+		if r.body != nil {
+			r.Points = countPoints(r.body)
 		}
 		if len(r.Runs) > 0 {
 			s := slices.Clone(r.Runs)
@@ -135,9 +160,55 @@ type queryData struct {
 }
 
 type promSeries struct {
-	Metric map[string]string `json:"metric"`
-	Values [][2]any          `json:"values"`
-	Value  [2]any            `json:"value"`
+	Metric     map[string]string    `json:"metric"`
+	Values     [][2]any             `json:"values"`
+	Value      [2]any               `json:"value"`
+	Histograms [][2]json.RawMessage `json:"histograms"`
+	Histogram  [2]json.RawMessage   `json:"histogram"`
+}
+
+// promHistogram is a native histogram sample of a query result.
+type promHistogram struct {
+	Count   string               `json:"count"`
+	Sum     string               `json:"sum"`
+	Buckets [][4]json.RawMessage `json:"buckets"` // boundary rule, lower, upper, count
+}
+
+// addHistogramPoint adds histogram sample v of series k to out as float
+// points: its count, its sum and every bucket's count under keys of their own.
+func addHistogramPoint(out map[string][]point, k string, v [2]json.RawMessage) error {
+	var t float64
+	var h promHistogram
+	if err := json.Unmarshal(v[0], &t); err != nil {
+		return fmt.Errorf("bad histogram timestamp %s: %w", v[0], err)
+	}
+	if err := json.Unmarshal(v[1], &h); err != nil {
+		return fmt.Errorf("bad histogram %s: %w", v[1], err)
+	}
+	add := func(key, val string) error {
+		f, err := strconv.ParseFloat(val, 64)
+		if err != nil {
+			return fmt.Errorf("bad histogram value %q: %w", val, err)
+		}
+		out[key] = append(out[key], point{t, f})
+		return nil
+	}
+	if err := add(k+" count", h.Count); err != nil {
+		return err
+	}
+	if err := add(k+" sum", h.Sum); err != nil {
+		return err
+	}
+	for _, b := range h.Buckets {
+		var c string
+		if err := json.Unmarshal(b[3], &c); err != nil {
+			return fmt.Errorf("bad bucket count %s: %w", b[3], err)
+		}
+		if err := add(fmt.Sprintf("%s bucket %s %s %s", k, b[0], b[1], b[2]), c); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // point is one sample of a normalised result.
@@ -167,8 +238,17 @@ func normalize(body []byte) (map[string][]point, []string, error) {
 			}
 			for _, s := range ss {
 				k := metricKey(s.Metric)
+				hs := s.Histograms
+				if qd.ResultType == "vector" && s.Histogram[0] != nil {
+					hs = [][2]json.RawMessage{s.Histogram}
+				}
+				for _, h := range hs {
+					if err := addHistogramPoint(out, k, h); err != nil {
+						return nil, nil, err
+					}
+				}
 				vals := s.Values
-				if qd.ResultType == "vector" {
+				if qd.ResultType == "vector" && s.Value[0] != nil {
 					vals = [][2]any{s.Value}
 				}
 				for _, v := range vals {
@@ -210,6 +290,20 @@ func normalize(body []byte) (map[string][]point, []string, error) {
 	}
 	sort.Strings(names)
 	return nil, names, nil
+}
+
+// countPoints is the number of points of an answer, -1 for a list or an
+// answer that does not decode.
+func countPoints(body []byte) int {
+	m, _, err := normalize(body)
+	if err != nil || m == nil {
+		return -1
+	}
+	n := 0
+	for _, ps := range m {
+		n += len(ps)
+	}
+	return n
 }
 
 func toPoint(v [2]any) (point, error) {

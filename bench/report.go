@@ -9,23 +9,27 @@ import (
 // Report is one run of the harness: the machine, the workload, every
 // system's measurements and how their answers compare with Prometheus's.
 type Report struct {
-	Command   string       `json:"command"`
-	Date      string       `json:"date"`
-	Machine   string       `json:"machine"`
-	Size      string       `json:"size"`
-	Protocol  int          `json:"remote_write_version"`
-	Series    int          `json:"series"`
-	Targets   int          `json:"targets"`
-	Scrapes   int          `json:"scrapes_per_target"`
-	Interval  string       `json:"scrape_interval"`
-	Samples   int64        `json:"samples"`
-	Requests  int          `json:"requests"`
-	WireBytes int64        `json:"encoded_bytes"`
-	Shards    int          `json:"shards"`
-	Results   []PeerResult `json:"results"`
-	Equality  []Equality   `json:"equality_with_prometheus"`
-	Goals     []Target     `json:"goals"`
-	BuildSecs float64      `json:"workload_build_seconds"`
+	Command  string `json:"command"`
+	Date     string `json:"date"`
+	Machine  string `json:"machine"`
+	Size     string `json:"size"`
+	Protocol int    `json:"remote_write_version"`
+	Series   int    `json:"series"`
+	Targets  int    `json:"targets"`
+	Scrapes  int    `json:"scrapes_per_target"`
+	Interval string `json:"scrape_interval"`
+	Samples  int64  `json:"samples"`
+	// Workload is "floats" (node_exporter-like) or "histograms" (native
+	// histograms, HistSamples of the Samples).
+	Workload    string       `json:"workload"`
+	HistSamples int64        `json:"histogram_samples,omitempty"`
+	Requests    int          `json:"requests"`
+	WireBytes   int64        `json:"encoded_bytes"`
+	Shards      int          `json:"shards"`
+	Results     []PeerResult `json:"results"`
+	Equality    []Equality   `json:"equality_with_prometheus"`
+	Goals       []Target     `json:"goals"`
+	BuildSecs   float64      `json:"workload_build_seconds"`
 	// EntropyFloor is a lower bound on bytes per sample for the generated
 	// values (workload.Generator.EntropyBytesPerSample).
 	EntropyFloor float64 `json:"value_entropy_bytes_per_sample"`
@@ -59,6 +63,19 @@ func (r *Report) EvaluateTargets() {
 	}
 	add := func(name string, measured float64, goal string, met bool) {
 		r.Goals = append(r.Goals, Target{Name: name, Measured: measured, Goal: goal, Met: met})
+	}
+	if r.HistSamples > 0 {
+		if p := r.result(Prometheus); p != nil {
+			add("CPU per histogram sample ÷ Prometheus", t.CPUNsPerHistSample/p.CPUNsPerHistSample, "(none; for reference)", true)
+			add("bytes per histogram sample ÷ Prometheus", t.BytesPerHistSample/p.BytesPerHistSample, "(none; for reference)", true)
+			add("sum of query medians ÷ Prometheus", t.QueryMedianSum/p.QueryMedianSum, "(none; for reference)", true)
+			for _, e := range r.Equality {
+				if e.Kind == Tandem {
+					add("query answers equal to Prometheus's", float64(e.Equal), fmt.Sprintf("= %d", e.Total), e.Equal == e.Total)
+				}
+			}
+		}
+		return
 	}
 	add("CPU per sample, end to end (ns)", t.CPUNsPerSample, "≤ 700", t.CPUNsPerSample <= 700)
 	if vm := r.result(VictoriaMetrics); vm != nil {
@@ -99,6 +116,11 @@ func (r *Report) Markdown(w io.Writer) {
 		"remote-write %d.0 in %d pre-encoded requests (%.1f MB on the wire) over %d shards; built in %.0f s before the timed phase.\n\n",
 		r.Size, r.Targets, r.Series/max(r.Targets, 1), r.Series, r.Interval, r.Scrapes, r.Samples, r.Protocol, r.Requests,
 		float64(r.WireBytes)/1e6, r.Shards, r.BuildSecs)
+	if r.HistSamples > 0 {
+		fmt.Fprintf(w, "Native-histogram workload: %d histogram samples (per target 10 schema-3 counter histograms, 2 schema-3 gauge histograms, "+
+			"2 NHCB counter histograms) and %d float samples; VictoriaMetrics does not store Prometheus native histograms and is not run.\n\n",
+			r.HistSamples, r.Samples-r.HistSamples)
+	}
 	if r.EntropyFloor > 0 {
 		fmt.Fprintf(w, "Entropy of the generated values, a floor for any lossless encoding (gauges and counters given the generator's model; "+
 			"histogram series, timestamps, labels and index counted as free): %.3f bytes/sample.\n\n", r.EntropyFloor)
@@ -124,6 +146,10 @@ func (r *Report) Markdown(w io.Writer) {
 	row("server CPU per sample (ns)", func(p PeerResult) string { return fmt.Sprintf("%.0f", p.CPUNsPerSample) })
 	row("peak RSS after ingest (MiB)", func(p PeerResult) string { return fmt.Sprintf("%.0f", float64(p.PeakRSSBytes)/(1<<20)) })
 	row("Go heap in use after ingest (idle, after two GCs), bytes/series", func(p PeerResult) string { return fmt.Sprintf("%.0f", p.HeapPerSeries) })
+	if r.HistSamples > 0 {
+		row("server CPU per histogram sample (ns, floats' CPU included)", func(p PeerResult) string { return fmt.Sprintf("%.0f", p.CPUNsPerHistSample) })
+		row("bytes on disk per histogram sample (floats' bytes included)", func(p PeerResult) string { return fmt.Sprintf("%.2f", p.BytesPerHistSample) })
+	}
 	row("bytes on disk per sample", func(p PeerResult) string { return fmt.Sprintf("%.3f", p.BytesPerSample) })
 	row("bytes on disk (MB)", func(p PeerResult) string { return fmt.Sprintf("%.1f", float64(p.DiskBytes)/1e6) })
 	row("retried requests", func(p PeerResult) string { return fmt.Sprintf("%d", p.Retries) })

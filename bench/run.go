@@ -15,25 +15,29 @@ import (
 
 // PeerResult is everything measured of one system.
 type PeerResult struct {
-	Kind            Kind          `json:"system"`
-	Version         string        `json:"version"`
-	Samples         int64         `json:"samples"`
-	IngestSeconds   float64       `json:"ingest_seconds"`
-	SamplesPerSec   float64       `json:"samples_per_second"`
-	CPUSeconds      float64       `json:"ingest_cpu_seconds"`
-	CPUNsPerSample  float64       `json:"cpu_ns_per_sample"`
-	PeakRSSBytes    int64         `json:"peak_rss_bytes"`
-	HeapBytes       float64       `json:"heap_inuse_bytes"`
-	HeapPerSeries   float64       `json:"heap_bytes_per_series"`
-	HeapLiveBytes   float64       `json:"heap_live_bytes"` // objects alone (heap_alloc), beside the spans in use
-	Retries         int64         `json:"retries"`
-	DiskBytes       int64         `json:"disk_bytes"`
-	BytesPerSample  float64       `json:"bytes_per_sample"`
-	PersistSeconds  float64       `json:"persist_seconds"`
-	Queries         []QueryResult `json:"queries"`
-	QueryMedianSum  float64       `json:"query_median_sum_ms"`
-	PeakRSSAfterAll int64         `json:"peak_rss_after_queries_bytes"`
-	Error           string        `json:"error,omitempty"`
+	Kind           Kind    `json:"system"`
+	Version        string  `json:"version"`
+	Samples        int64   `json:"samples"`
+	IngestSeconds  float64 `json:"ingest_seconds"`
+	SamplesPerSec  float64 `json:"samples_per_second"`
+	CPUSeconds     float64 `json:"ingest_cpu_seconds"`
+	CPUNsPerSample float64 `json:"cpu_ns_per_sample"`
+	// Of the histogram workload: all ingest CPU (floats included) and all
+	// bytes on disk per histogram sample.
+	CPUNsPerHistSample float64       `json:"cpu_ns_per_histogram_sample,omitempty"`
+	BytesPerHistSample float64       `json:"bytes_per_histogram_sample,omitempty"`
+	PeakRSSBytes       int64         `json:"peak_rss_bytes"`
+	HeapBytes          float64       `json:"heap_inuse_bytes"`
+	HeapPerSeries      float64       `json:"heap_bytes_per_series"`
+	HeapLiveBytes      float64       `json:"heap_live_bytes"` // objects alone (heap_alloc), beside the spans in use
+	Retries            int64         `json:"retries"`
+	DiskBytes          int64         `json:"disk_bytes"`
+	BytesPerSample     float64       `json:"bytes_per_sample"`
+	PersistSeconds     float64       `json:"persist_seconds"`
+	Queries            []QueryResult `json:"queries"`
+	QueryMedianSum     float64       `json:"query_median_sum_ms"`
+	PeakRSSAfterAll    int64         `json:"peak_rss_after_queries_bytes"`
+	Error              string        `json:"error,omitempty"`
 }
 
 // RunOptions configures one benchmark run.
@@ -80,6 +84,9 @@ func RunPeer(ctx context.Context, kind Kind, bin string, w *Workload, qs []Query
 	r.SamplesPerSec = float64(sr.Samples) / sr.Duration.Seconds()
 	r.CPUSeconds = after.CPUSeconds - before.CPUSeconds
 	r.CPUNsPerSample = r.CPUSeconds * 1e9 / float64(sr.Samples)
+	if w.HistSamples > 0 {
+		r.CPUNsPerHistSample = r.CPUSeconds * 1e9 / float64(w.HistSamples)
+	}
 	r.PeakRSSBytes = after.HWMBytes
 	// The heap is read once the background work ingest started (a WAL
 	// checkpoint, merges, head compaction) is done, and after a garbage
@@ -115,6 +122,9 @@ func RunPeer(ctx context.Context, kind Kind, bin string, w *Workload, qs []Query
 	}
 	r.PersistSeconds = time.Since(t0).Seconds()
 	r.BytesPerSample = float64(r.DiskBytes) / float64(w.Samples)
+	if w.HistSamples > 0 {
+		r.BytesPerHistSample = float64(r.DiskBytes) / float64(w.HistSamples)
+	}
 	// Background work that ingest started (merges, compaction, a WAL
 	// checkpoint) finishes before the queries are timed, for every system.
 	idle += waitIdle(ctx, p, time.Minute)

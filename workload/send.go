@@ -194,7 +194,12 @@ func buildV1(samples []*Sample, ts []int64, withMeta bool) Request {
 	for i, s := range samples {
 		lbls := make([]prompb.Label, 0, s.Labels.Len())
 		s.Labels.Range(func(l labels.Label) { lbls = append(lbls, prompb.Label{Name: l.Name, Value: l.Value}) })
-		req.Timeseries[i] = prompb.TimeSeries{Labels: lbls, Samples: []prompb.Sample{{Value: s.V, Timestamp: ts[i]}}}
+		req.Timeseries[i] = prompb.TimeSeries{Labels: lbls}
+		if s.H != nil {
+			req.Timeseries[i].Histograms = []prompb.Histogram{prompb.FromIntHistogram(ts[i], s.H)}
+		} else {
+			req.Timeseries[i].Samples = []prompb.Sample{{Value: s.V, Timestamp: ts[i]}}
+		}
 		if withMeta && s.Meta != nil {
 			fam := familyOf(s)
 			if !seen[fam] {
@@ -212,9 +217,11 @@ func buildV2(samples []*Sample, ts []int64) Request {
 	st := writev2.NewSymbolTable()
 	req := &writev2.Request{Timeseries: make([]writev2.TimeSeries, len(samples))}
 	for i, s := range samples {
-		series := writev2.TimeSeries{
-			LabelsRefs: st.SymbolizeLabels(s.Labels, nil),
-			Samples:    []writev2.Sample{{Value: s.V, Timestamp: ts[i]}},
+		series := writev2.TimeSeries{LabelsRefs: st.SymbolizeLabels(s.Labels, nil)}
+		if s.H != nil {
+			series.Histograms = []writev2.Histogram{writev2.FromIntHistogram(0, ts[i], s.H)}
+		} else {
+			series.Samples = []writev2.Sample{{Value: s.V, Timestamp: ts[i]}}
 		}
 		if s.Meta != nil {
 			series.Metadata = writev2.Metadata{

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/textparse"
 )
@@ -109,6 +110,7 @@ type Sample struct {
 	Labels labels.Labels
 	Meta   *Metadata
 	V      float64
+	H      *histogram.Histogram // a native histogram sample instead of V, when set
 }
 
 // Scrape is one scrape of one target: every sample shares timestamp T (ms).

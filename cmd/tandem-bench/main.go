@@ -42,8 +42,8 @@ func defaultBinDir() string {
 func run(args []string) error {
 	fs := flag.NewFlagSet("tandem-bench", flag.ContinueOnError)
 	size := fs.String("size", "quick", "Workload size: quick (about 20k series, 3 h) or large (about 100k series, 3 h).")
-	targets := fs.Int("targets", 0, "Targets (521 series each); overrides -size.")
-	hours := fs.Float64("hours", 3, "Time span of the workload in hours.")
+	targets := fs.Int("targets", 0, "Targets (521 series each, 17 for -workload histograms); overrides -size.")
+	hours := fs.Float64("hours", 3, "Time span of the workload in hours (default 6 for -workload histograms).")
 	interval := fs.Duration("interval", 15*time.Second, "Scrape interval.")
 	protocol := fs.Int("protocol", 1, "Remote-write protocol version (1 or 2); VictoriaMetrics takes 1.0.")
 	shards := fs.Int("shards", 8, "Concurrent sender shards.")
@@ -58,8 +58,32 @@ func run(args []string) error {
 	profDir := fs.String("profile-dir", "", "Write pprof profiles of every system here: CPU during ingest and queries, heap after ingest.")
 	profSecs := fs.Int("profile-seconds", 5, "Length of the CPU profiles (from the start of the phase).")
 	lag := fs.Duration("shard-lag", 15*time.Second, "How far (in data time) a sender shard may run ahead of the slowest: about one scrape interval, as when Prometheus sends in real time; larger values model a backlog (at most 1h: Prometheus refuses older samples).")
+	wl := fs.String("workload", "floats", "Workload: floats (node_exporter-like) or histograms (native histograms and NHCB, remote-write 2.0, 20 targets × 6 h for -size quick; VictoriaMetrics is left out: it does not store native histograms).")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	hist := false
+	switch *wl {
+	case "floats":
+	case "histograms":
+		hist = true
+		if set["protocol"] && *protocol != 2 {
+			return fmt.Errorf("-workload histograms sends remote-write 2.0; -protocol %d is not supported", *protocol)
+		}
+		*protocol = 2
+		if !set["hours"] {
+			*hours = 6
+		}
+		if !set["peers"] {
+			*peers = "tandem,prometheus"
+		}
+		if strings.Contains(*peers, string(bench.VictoriaMetrics)) {
+			return fmt.Errorf("-workload histograms: VictoriaMetrics does not store Prometheus native histograms; leave it out of -peers")
+		}
+	default:
+		return fmt.Errorf("-workload must be floats or histograms, got %q", *wl)
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -70,8 +94,14 @@ func run(args []string) error {
 		switch *size {
 		case "quick":
 			n = 40
+			if hist {
+				n = 20
+			}
 		case "large":
 			n = 200
+			if hist {
+				n = 100
+			}
 		default:
 			return fmt.Errorf("-size must be quick or large, got %q", *size)
 		}
@@ -120,7 +150,7 @@ func run(args []string) error {
 	scrapes := int(*hours*3600/interval.Seconds()) + 1
 	logger.Info("building workload", "targets", n, "scrapes", scrapes, "protocol", *protocol)
 	t0 := time.Now()
-	w, err := bench.BuildWorkload(bench.WorkloadOptions{Targets: n, Scrapes: scrapes, Interval: *interval, Version: *protocol, Shards: *shards, Seed: 1})
+	w, err := bench.BuildWorkload(bench.WorkloadOptions{Targets: n, Scrapes: scrapes, Interval: *interval, Version: *protocol, Shards: *shards, Seed: 1, Histograms: hist})
 	if err != nil {
 		return err
 	}
@@ -131,11 +161,14 @@ func run(args []string) error {
 	rep := &bench.Report{
 		Command: "go run ./cmd/tandem-bench " + strings.Join(args, " "), Date: time.Now().UTC().Format(time.RFC3339),
 		Machine: machine(), Size: *size, Protocol: *protocol, Series: w.Series, Targets: n, Scrapes: scrapes,
-		Interval: interval.String(), Samples: w.Samples, Requests: requests, WireBytes: w.Bytes, Shards: *shards,
+		Interval: interval.String(), Samples: w.Samples, Workload: *wl, HistSamples: w.HistSamples, Requests: requests, WireBytes: w.Bytes, Shards: *shards,
 		BuildSecs: time.Since(t0).Seconds(), EntropyFloor: w.EntropyFloor, QueryReps: *reps, Tolerance: *tol, GoMaxProcs: runtime.GOMAXPROCS(0),
 	}
 	logger.Info("workload ready", "samples", w.Samples, "series", w.Series, "requests", requests, "mb", w.Bytes>>20)
 	qs := bench.QuerySet(w)
+	if hist {
+		qs = bench.HistogramQuerySet(w)
+	}
 	slack := int(*lag / (5 * time.Second)) // rounds are 5 s batch deadlines
 	opts := bench.RunOptions{WorkDir: *workDir, Reps: *reps, Slack: slack, Logger: logger, ProfileDir: *profDir, ProfileSeconds: *profSecs}
 	for _, k := range order {

@@ -60,3 +60,47 @@ func TestHarnessAgainstTandem(t *testing.T) {
 		t.Errorf("markdown report: %v", err)
 	}
 }
+
+// TestHarnessHistogramsAgainstTandem runs the native-histogram workload end
+// to end against tandem on a tiny size: every histogram query must answer
+// with data, and the per-histogram-sample numbers must be filled in.
+func TestHarnessHistogramsAgainstTandem(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "tandem")
+	build := exec.Command("go", "build", "-o", bin, "../tandem")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build tandem: %v\n%s", err, out)
+	}
+	out := filepath.Join(dir, "report.json")
+	err := run([]string{"-workload", "histograms", "-peers", "tandem", "-tandem", bin, "-targets", "2", "-hours", "0.25", "-reps", "1",
+		"-workdir", filepath.Join(dir, "work"), "-json", out, "-md", filepath.Join(dir, "report.md")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep bench.Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Workload != "histograms" || rep.Protocol != 2 || rep.HistSamples != int64(2*14*rep.Scrapes) || len(rep.Results) != 1 {
+		t.Fatalf("report %+v", rep)
+	}
+	r := rep.Results[0]
+	if r.Samples != rep.Samples || r.CPUNsPerHistSample <= r.CPUNsPerSample || r.BytesPerHistSample <= r.BytesPerSample || r.BytesPerHistSample > 200 {
+		t.Errorf("implausible result %+v", r)
+	}
+	if len(r.Queries) != 7 {
+		t.Fatalf("%d queries, want 7", len(r.Queries))
+	}
+	for _, q := range r.Queries {
+		if q.Error != "" || len(q.Runs) != 1 || q.Points < 10 {
+			t.Errorf("query %s: %d runs, %d points, error %q", q.Name, len(q.Runs), q.Points, q.Error)
+		}
+	}
+	if err := run([]string{"-workload", "histograms", "-peers", "tandem,victoriametrics", "-tandem", bin}); err == nil {
+		t.Error("histograms with VictoriaMetrics accepted")
+	}
+}
