@@ -75,6 +75,7 @@ PROMETHEUS_VERSION ?= v0.316.0
 VICTORIAMETRICS_VERSION ?= v1.151.0
 bench: bench-micro bench-peers
 	$(GO) run ./cmd/tandem-bench -size $(BENCH_SIZE) -bin-dir $(BIN_DIR) -json bench-$(BENCH_SIZE).json
+	$(MAKE) bench-histogram-peers
 
 HIST_BENCH := ^Benchmark(HistogramBytes|HistogramIngest|HistogramQuantileQuery)$$
 
@@ -92,7 +93,7 @@ bench-histograms:
 ## bench-histogram-peers: the side-by-side harness on its native-histogram workload
 ## (tandem and Prometheus over remote-write 2.0; BENCH_SIZE=quick is 20 targets × 6 h, ~3 min;
 ## VictoriaMetrics does not store native histograms and is left out; needs $(BIN_DIR)/prometheus
-## from make bench-peers). Not part of make test.
+## from make bench-peers). Run by make bench after the float workload; not part of make test.
 bench-histogram-peers:
 	$(GO) run ./cmd/tandem-bench -workload histograms -size $(BENCH_SIZE) -bin-dir $(BIN_DIR) -json bench-histograms-$(BENCH_SIZE).json
 
