@@ -66,7 +66,8 @@ soak:
 
 ## bench: Go micro-benchmarks next to Prometheus's own packages in the same run, then the
 ## side-by-side harness (cmd/tandem-bench: tandem, VictoriaMetrics, Prometheus on the same
-## pre-encoded workload; BENCH_SIZE=quick|large). Results: docs/benchmarks.md.
+## pre-encoded workload; BENCH_SIZE=quick|large), then its native-histogram workload (tandem and
+## Prometheus: bench-histogram-peers). Results: docs/benchmarks.md.
 ## The native-histogram benchmarks against Prometheus's TSDB take ~75 s even at 1x:
 ## they run in `make bench-histograms`, not in bench-micro.
 BENCH_SIZE ?= quick
