@@ -2,32 +2,51 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/tandem-tsdb/tandem/bench"
 )
 
-// TestHarnessAgainstTandem runs the harness end to end against a real tandem
-// process on a tiny workload: every phase must produce plausible numbers and
-// every query an answer. (The peers are measured by make bench, not here.)
-func TestHarnessAgainstTandem(t *testing.T) {
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "tandem")
-	build := exec.Command("go", "build", "-o", bin, "../tandem")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build tandem: %v\n%s", err, out)
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+// tandemBinary builds tandem once for the package's tests.
+func tandemBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		if binDir, buildErr = os.MkdirTemp("", "tandem-bench-test"); buildErr != nil {
+			return
+		}
+		if out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, "tandem"), "../tandem").CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("build tandem: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
 	}
-	out := filepath.Join(dir, "report.json")
-	md := filepath.Join(dir, "report.md")
-	err := run([]string{"-peers", "tandem", "-tandem", bin, "-targets", "2", "-hours", "0.25", "-reps", "2",
-		"-workdir", filepath.Join(dir, "work"), "-json", out, "-md", md, "-profile-dir", dir, "-profile-seconds", "1"})
-	if err != nil {
-		t.Fatal(err)
+	return filepath.Join(binDir, "tandem")
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
 	}
-	b, err := os.ReadFile(out)
+	os.Exit(code)
+}
+
+// readReport reads the harness's JSON report at path.
+func readReport(t *testing.T, path string) bench.Report {
+	t.Helper()
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,6 +54,23 @@ func TestHarnessAgainstTandem(t *testing.T) {
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatal(err)
 	}
+	return rep
+}
+
+// TestHarnessAgainstTandem runs the harness end to end against a real tandem
+// process on a tiny workload: every phase must produce plausible numbers and
+// every query an answer. (The peers are measured by make bench, not here.)
+func TestHarnessAgainstTandem(t *testing.T) {
+	dir := t.TempDir()
+	bin := tandemBinary(t)
+	out := filepath.Join(dir, "report.json")
+	md := filepath.Join(dir, "report.md")
+	err := run([]string{"-peers", "tandem", "-tandem", bin, "-targets", "2", "-hours", "0.25", "-reps", "2",
+		"-workdir", filepath.Join(dir, "work"), "-json", out, "-md", md, "-profile-dir", dir, "-profile-seconds", "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := readReport(t, out)
 	if len(rep.Results) != 1 {
 		t.Fatalf("%d results, want 1", len(rep.Results))
 	}
@@ -66,25 +102,14 @@ func TestHarnessAgainstTandem(t *testing.T) {
 // with data, and the per-histogram-sample numbers must be filled in.
 func TestHarnessHistogramsAgainstTandem(t *testing.T) {
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "tandem")
-	build := exec.Command("go", "build", "-o", bin, "../tandem")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build tandem: %v\n%s", err, out)
-	}
+	bin := tandemBinary(t)
 	out := filepath.Join(dir, "report.json")
 	err := run([]string{"-workload", "histograms", "-peers", "tandem", "-tandem", bin, "-targets", "2", "-hours", "0.25", "-reps", "1",
 		"-workdir", filepath.Join(dir, "work"), "-json", out, "-md", filepath.Join(dir, "report.md")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep bench.Report
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := readReport(t, out)
 	if rep.Workload != "histograms" || rep.Protocol != 2 || rep.HistSamples != int64(2*14*rep.Scrapes) || len(rep.Results) != 1 {
 		t.Fatalf("report %+v", rep)
 	}
