@@ -54,8 +54,8 @@ func newWriteMetrics(reg prometheus.Registerer) *writeMetrics {
 		}, []string{"version"}),
 		samplesRejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tandem_remote_write_samples_rejected_total",
-			Help: "Float and native histogram samples received but not written, by reason.",
-		}, []string{"reason"}),
+			Help: "Float and native histogram samples received but not written, by reason and tenant.",
+		}, []string{"reason", "tenant"}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tandem_remote_write_dropped_total",
 			Help: "Exemplars received but not kept by the storage, by reason.",

@@ -174,4 +174,8 @@ type WriteHandlerOptions struct {
 	Logger *slog.Logger
 	// Registerer receives the handler metrics; nil disables registration.
 	Registerer prometheus.Registerer
+	// RateLimitedStatus answers writes over a tenant's ingestion rate:
+	// 429 (the default; Prometheus drops them unless its queue sets
+	// retry_on_http_429) or 503 (Prometheus retries).
+	RateLimitedStatus int
 }

@@ -118,9 +118,10 @@ type response struct {
 }
 
 type writeHandler struct {
-	app      Appender
-	resolver SeriesResolver // app, when it can resolve known series by label hash
+	tenants  Tenants
 	limits   Limits
+	// rateLimitedStatus answers writes over a tenant's ingestion rate (429 or 503).
+	rateLimitedStatus int
 	logger   *slog.Logger
 	metrics  *writeMetrics
 	pool     sync.Pool
@@ -135,14 +136,19 @@ type writeHandler struct {
 // NewWriteHandler returns an http.Handler that receives Prometheus remote-write 1.0 and 2.0
 // requests on any path and writes them to app.
 func NewWriteHandler(app Appender, opts WriteHandlerOptions) http.Handler {
+	return newWriteHandler(oneTenant{app}, opts)
+}
+
+func newWriteHandler(ts Tenants, opts WriteHandlerOptions) *writeHandler {
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	lim := opts.Limits.withDefaults()
 	h := &writeHandler{
-		app:         app,
-		limits:      lim,
+		tenants:           ts,
+		limits:            lim,
+		rateLimitedStatus: opts.RateLimitedStatus,
 		logger:      logger,
 		metrics:     newWriteMetrics(opts.Registerer),
 		slots:       make(chan struct{}, lim.MaxConcurrentRequests),
@@ -151,7 +157,9 @@ func NewWriteHandler(app Appender, opts WriteHandlerOptions) http.Handler {
 		internalLog: logLimiter{every: time.Second},
 		panicLog:    logLimiter{every: time.Second},
 	}
-	h.resolver, _ = app.(SeriesResolver)
+	if h.rateLimitedStatus == 0 {
+		h.rateLimitedStatus = http.StatusTooManyRequests
+	}
 	h.pool.New = func() any { return newDecoder(h.limits) }
 	return h
 }
@@ -254,6 +262,10 @@ func (h *writeHandler) handle(r *http.Request) response {
 	if err := checkEncoding(r.Header.Values("Content-Encoding")); err != nil {
 		return resp.fail(http.StatusUnsupportedMediaType, err.Error())
 	}
+	t, refused := h.resolveTenant(r, resp)
+	if refused != nil {
+		return *refused
+	}
 	if !h.acquireSlot(r) {
 		return resp.busy(fmt.Sprintf("too many concurrent write requests (the limit is %d; waited %v), retry later", cap(h.slots), h.limits.MaxQueueWait))
 	}
@@ -262,8 +274,9 @@ func (h *writeHandler) handle(r *http.Request) response {
 	defer h.metrics.inflightRequests.Dec()
 
 	d := h.pool.Get().(*decoder)
-	d.resolver = h.resolver
-	resp = h.process(d, r, resp)
+	d.resolver, _ = t.App.(SeriesResolver)
+	d.limits = h.tenantLimits(&t)
+	resp = h.process(d, &t, r, resp)
 	// Not deferred: a decoder a panic interrupted is dropped, not pooled.
 	d.release()
 	h.pool.Put(d)
@@ -271,7 +284,7 @@ func (h *writeHandler) handle(r *http.Request) response {
 }
 
 // process reads, decodes and stores one request with d.
-func (h *writeHandler) process(d *decoder, r *http.Request, resp response) response {
+func (h *writeHandler) process(d *decoder, t *WriteTenant, r *http.Request, resp response) response {
 	ver := resp.version
 	body, err := d.readBody(r)
 	if err != nil {
@@ -304,9 +317,13 @@ func (h *writeHandler) process(d *decoder, r *http.Request, resp response) respo
 		h.metrics.histogramsReceived.WithLabelValues(ver.label()).Add(float64(st.histograms))
 	}
 
+	if refused := h.admit(t, st.samples+st.histograms, resp); refused != nil {
+		return *refused
+	}
+
 	var res head.AppendResult
 	if len(batch.Series) > 0 || len(batch.Metadata) > 0 {
-		res, err = h.app.AppendBatch(r.Context(), batch)
+		res, err = t.App.AppendBatch(r.Context(), batch)
 		if errors.Is(err, head.ErrSeriesGone) {
 			// A series resolved from the decoder's cache left the head
 			// meanwhile (GC of an idle target): nothing was stored; decode
@@ -314,7 +331,7 @@ func (h *writeHandler) process(d *decoder, r *http.Request, resp response) respo
 			if batch, err = d.decode(ver, raw); err != nil {
 				return resp.failErr(err)
 			}
-			res, err = h.app.AppendBatch(r.Context(), batch)
+			res, err = t.App.AppendBatch(r.Context(), batch)
 		}
 		if err != nil {
 			resp.samples, resp.histograms = res.SamplesWritten, res.HistogramsWritten
@@ -339,7 +356,7 @@ func (h *writeHandler) process(d *decoder, r *http.Request, resp response) respo
 		res.Reject(reason, n, st.invalid.Examples[reason])
 	}
 	for reason, n := range res.Rejected {
-		h.metrics.samplesRejected.WithLabelValues(head.ReasonLabel(reason)).Add(float64(n))
+		h.metrics.samplesRejected.WithLabelValues(head.ReasonLabel(reason), t.ID).Add(float64(n))
 	}
 
 	unwritten := res.RejectedTotal() > 0 || ver == protoV2 && exemplarsLost > 0

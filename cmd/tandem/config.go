@@ -38,6 +38,8 @@ var flagGroups = []struct{ name, title string }{
 	{"group", "Groups: which series are stored together (the group key)"},
 	{"ha", "HA pairs: deduplication of replicated senders"},
 	{"remote-write", "Remote-write request limits"},
+	{"tenant", "Tenants: who a request belongs to"},
+	{"limits", "Per-tenant limits (defaults; --limits.file sets them per tenant)"},
 	{"query", "PromQL queries"},
 	{"rules", "Recording and alerting rules"},
 	{"alertmanager", "Sending alerts to Alertmanager"},
@@ -470,6 +472,7 @@ func validateConfig(c *config, fromFile map[string]bool) error {
 	if c.maxConcurrentEvals < 0 {
 		check("rules.max-concurrent-evals", fmt.Errorf("must not be negative, got %d", c.maxConcurrentEvals))
 	}
+	c.tenancy.validate(check)
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(c.logLevel)); err != nil {
 		check("log.level", fmt.Errorf("want debug, info, warn or error, got %q", c.logLevel))

@@ -246,6 +246,8 @@ func TestConfigEveryFlagSettable(t *testing.T) {
 			v, want[f.Name] = true, "true"
 		case kindInt:
 			v, want[f.Name] = 7, "7"
+		case kindFloat:
+			v, want[f.Name] = 2.5, "2.5"
 		case kindDuration:
 			v, want[f.Name] = "2d", "2d"
 		case kindList:

@@ -6,70 +6,115 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/tandem-tsdb/tandem/tsdb"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/tandem-tsdb/tandem/tsdb/head"
 )
 
-// storageHandlers holds the storage and the handlers that become available
-// once it is open (WAL replayed).
+// groupsStatus is the data of /api/v1/status/groups.
+type groupsStatus struct {
+	head.GroupStats
+	// Tenant is the tenant the answer is about.
+	Tenant string `json:"tenant"`
+	// Limits are the tenant's limits in effect, by key (0 = none).
+	Limits map[string]string `json:"limits"`
+}
+
+// storageHandlers holds the tenants and the write handler, which become
+// available once the storages are open (WAL replayed).
 type storageHandlers struct {
 	mu     sync.RWMutex
-	db     *tsdb.DB
-	apiH   http.Handler
+	ts     *tenants
 	writeH http.Handler
 }
 
-func (a *storageHandlers) set(db *tsdb.DB, api, write http.Handler) {
+func (a *storageHandlers) set(ts *tenants, write http.Handler) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.db, a.apiH, a.writeH = db, api, write
+	a.ts, a.writeH = ts, write
+}
+
+func (a *storageHandlers) get() (*tenants, http.Handler) {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return a.ts, a.writeH
 }
 
 func (a *storageHandlers) ready() bool {
-	a.mu.RLock()
-	defer a.mu.RUnlock()
-	return a.db.Ready()
+	ts, _ := a.get()
+	return ts != nil
 }
 
-// writable returns why writes are refused, nil while they are accepted.
+// writable returns why writes are refused, nil while they are accepted:
+// the default tenant's WAL stands for the disk all tenants share.
 func (a *storageHandlers) writable() error {
-	a.mu.RLock()
-	defer a.mu.RUnlock()
-	return a.db.Writable()
+	ts, _ := a.get()
+	if t, ok := ts.reg.Get(ts.resolver.Default); ok {
+		return t.db.Writable()
+	}
+	return nil
 }
 
-func (a *storageHandlers) api() http.Handler {
-	a.mu.RLock()
-	defer a.mu.RUnlock()
-	return a.apiH
+// gatherTenants gathers the open tenants' metrics (none before start-up ends).
+func (a *storageHandlers) gatherTenants() ([]*dto.MetricFamily, error) {
+	ts, _ := a.get()
+	if ts == nil {
+		return nil, nil
+	}
+	return ts.Gather()
 }
 
-func (a *storageHandlers) write() http.Handler {
-	a.mu.RLock()
-	defer a.mu.RUnlock()
-	return a.writeH
+func notReady(w http.ResponseWriter) {
+	http.Error(w, "tandem is not ready: replaying the WAL.", http.StatusServiceUnavailable)
 }
 
-// groupsHandler serves /api/v1/status/groups: tandem's cardinality view by
-// group (members, aligned and unaligned, head chunks), in the API envelope.
+// serveAPI serves the request's tenant's Prometheus HTTP API.
+func (a *storageHandlers) serveAPI(w http.ResponseWriter, r *http.Request) {
+	ts, _ := a.get()
+	if ts == nil {
+		notReady(w)
+		return
+	}
+	ts.serveAPI(w, r)
+}
+
+// serveWrite serves remote write.
+func (a *storageHandlers) serveWrite(w http.ResponseWriter, r *http.Request) {
+	_, wh := a.get()
+	if wh == nil {
+		notReady(w)
+		return
+	}
+	wh.ServeHTTP(w, r)
+}
+
+// groupsHandler serves /api/v1/status/groups: the tenant's cardinality view
+// by group (members, aligned and unaligned, head chunks) and its limits,
+// in the API envelope.
 func (a *storageHandlers) groupsHandler(w http.ResponseWriter, r *http.Request) {
-	a.mu.RLock()
-	db := a.db
-	a.mu.RUnlock()
-	w.Header().Set("Content-Type", "application/json")
-	if db == nil || !db.Ready() {
-		w.WriteHeader(http.StatusServiceUnavailable)
-		json.NewEncoder(w).Encode(map[string]string{"status": "error", "errorType": "unavailable", "error": "tandem is not ready: replaying the WAL"})
+	ts, _ := a.get()
+	if ts == nil {
+		writeAPIError(w, http.StatusServiceUnavailable, "unavailable", "tandem is not ready: replaying the WAL")
 		return
 	}
 	limit := 10
 	if s := r.FormValue("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n <= 0 || n > 10000 {
-			w.WriteHeader(http.StatusBadRequest)
-			json.NewEncoder(w).Encode(map[string]string{"status": "error", "errorType": "bad_data", "error": "limit must be a number from 1 to 10000"})
+			writeAPIError(w, http.StatusBadRequest, "bad_data", "limit must be a number from 1 to 10000")
 			return
 		}
 		limit = n
 	}
-	json.NewEncoder(w).Encode(map[string]any{"status": "success", "data": db.GroupStats(limit)})
+	t, err := ts.readTenant(w, r)
+	if err != nil {
+		return
+	}
+	id, _ := ts.resolver.Single(r) // readTenant accepted it
+	data := groupsStatus{Tenant: id, Limits: ts.overrides.For(id).Map()}
+	if t != nil {
+		data.GroupStats = t.db.GroupStats(limit)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"status": "success", "data": data})
 }

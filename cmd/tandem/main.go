@@ -33,7 +33,6 @@ import (
 	promtsdb "github.com/prometheus/prometheus/tsdb"
 
 	"github.com/tandem-tsdb/tandem/promql/api"
-	"github.com/tandem-tsdb/tandem/promql/engine"
 	"github.com/tandem-tsdb/tandem/remote"
 	"github.com/tandem-tsdb/tandem/rules"
 	"github.com/tandem-tsdb/tandem/tsdb"
@@ -72,6 +71,7 @@ type config struct {
 	maintInterval   time.Duration
 	enableAdmin     bool
 	limits          remote.Limits
+	tenancy         tenancyConfig
 	server          serverTimeouts
 	lookback        time.Duration
 	queryTimeout    time.Duration
@@ -146,9 +146,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.Int64Var(&c.retentionSize, "storage.retention.size", 0, "Delete the oldest blocks while blocks take more than this many bytes; 0 = no limit.")
 	fs.Int64Var(&c.limits.MaxBodyBytes, "remote-write.max-body-bytes", c.limits.MaxBodyBytes, "Largest accepted remote-write body (compressed); larger requests get 413.")
 	fs.Int64Var(&c.limits.MaxDecodedBytes, "remote-write.max-decoded-bytes", c.limits.MaxDecodedBytes, "Largest accepted remote-write body after snappy decoding; larger get 413.")
-	fs.IntVar(&c.limits.MaxLabelsPerSeries, "remote-write.max-labels-per-series", c.limits.MaxLabelsPerSeries, "Most labels a series (or an exemplar) may have; a series with more is refused (400), an exemplar with more is not written.")
-	fs.IntVar(&c.limits.MaxLabelNameLength, "remote-write.max-label-name-length", c.limits.MaxLabelNameLength, "Longest label name in bytes.")
-	fs.IntVar(&c.limits.MaxLabelValueLength, "remote-write.max-label-value-length", c.limits.MaxLabelValueLength, "Longest label value in bytes.")
+	addTenancyFlags(fs, &c.tenancy)
 	fs.IntVar(&c.limits.MaxSeriesPerRequest, "remote-write.max-series-per-request", c.limits.MaxSeriesPerRequest, "Most series entries (and 1.0 metadata entries) in one request; more get 413 before they are decoded. Prometheus sends at most max_samples_per_send.")
 	fs.IntVar(&c.limits.MaxSamplesPerRequest, "remote-write.max-samples-per-request", c.limits.MaxSamplesPerRequest, "Most float samples, native histogram samples and exemplars in one request (what Prometheus's max_samples_per_send counts); more get 413.")
 	fs.IntVar(&c.limits.MaxSymbolsPerRequest, "remote-write.max-symbols-per-request", c.limits.MaxSymbolsPerRequest, "Largest symbols table of a 2.0 request; larger get 413.")
@@ -433,7 +431,9 @@ func runServer(c *config, logger *slog.Logger) error {
 	instrument := func(name string, h http.Handler) http.Handler {
 		return promhttp.InstrumentHandlerDuration(handlerDuration.MustCurryWith(prometheus.Labels{"handler": name}), h)
 	}
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	// The server's metrics and every tenant's storage's (labelled tenant).
+	gatherer := prometheus.Gatherers{reg, prometheus.GathererFunc(store.gatherTenants)}
+	mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{Registry: reg}))
 	// Go's profiler, as Prometheus and VictoriaMetrics serve it.
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -455,11 +455,8 @@ func runServer(c *config, logger *slog.Logger) error {
 		}
 		fmt.Fprintln(w, "tandem is ready.")
 	})
-	var notReady http.Handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		http.Error(w, "tandem is not ready: replaying the WAL.", http.StatusServiceUnavailable)
-	})
-	mux.Handle("/api/v1/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { store.api().ServeHTTP(w, r) }))
-	mux.Handle("/api/v1/write", instrument("write", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { store.write().ServeHTTP(w, r) })))
+	mux.Handle("/api/v1/", instrument("api", http.HandlerFunc(store.serveAPI)))
+	mux.Handle("/api/v1/write", instrument("write", http.HandlerFunc(store.serveWrite)))
 	mux.Handle("/api/v1/status/groups", instrument("groups", http.HandlerFunc(store.groupsHandler)))
 	// Rule reloads (POST/PUT /-/reload, SIGHUP) reach the rules once they are loaded.
 	var ruleSvc atomic.Pointer[rules.Service]
@@ -484,7 +481,6 @@ func runServer(c *config, logger *slog.Logger) error {
 		}
 		rules.ReloadHandler(func() error { return reloadRules(svc) }).ServeHTTP(w, r)
 	}))
-	store.set(nil, notReady, notReady)
 
 	srv := newHTTPServer(mux, c.server)
 	var g run.Group
@@ -552,74 +548,31 @@ func runServer(c *config, logger *slog.Logger) error {
 		}, func(error) { cancel() })
 	}
 	{
-		// Open the storage (WAL replay), then serve; then maintain it.
+		// Open the tenants' storages (WAL replay), then serve; then
+		// maintain them until the group stops.
 		ctx, cancel := context.WithCancel(context.Background())
-		var db *tsdb.DB
+		var ts *tenants
 		g.Add(func() error {
 			var err error
-			db, err = tsdb.OpenDB(c.storagePath, tsdb.DBOptions{
-				Head: opts, RetentionTime: c.retentionTime, RetentionSize: c.retentionSize,
-				SealInterval: c.maintInterval, FlushInterval: 4 * c.maintInterval,
+			ts, err = openTenants(c, opts, logger, reg, extURL, ruleSvc.Store)
+			if err != nil {
+				return err
+			}
+			wh := remote.NewTenantWriteHandler(ts, remote.WriteHandlerOptions{
+				Limits: c.limits, Logger: logger, Registerer: reg, RateLimitedStatus: c.tenancy.rateLimitedStatus,
 			})
-			if err != nil {
-				return fmt.Errorf("open storage at %s: %w", c.storagePath, err)
-			}
-			apiOpts := api.Options{
-				Queryable: db, Metadata: storageMetadata{db}, Stats: db, Ready: db.Ready,
-				Logger: logger, Registerer: reg, Gatherer: reg,
-				Engine: engine.Options{
-					LookbackDelta: c.lookback, QueryTimeout: c.queryTimeout, MaxSamples: c.maxSamples,
-					DisablePushdown: !c.pushdown, MaxConcurrentQueries: c.maxQueries,
-					UseStartTimestamps: c.useST, ExperimentalFunctions: c.experimentalFns,
-				},
-				Version: version, Revision: revision, Branch: branch, BuildDate: buildDate,
-				StartTime: db.StartTime,
-				Blocks:    blockMetas(db),
-				Exemplars: db,
-				DataDir:   c.storagePath,
-			}
-			if c.enableAdmin {
-				apiOpts.Admin = db
-			}
-			eng := engine.New(apiOpts.EngineOptions())
-			svc, err := rules.New(db, eng, rules.Options{
-				Files:              c.ruleFiles,
-				EvaluationInterval: c.evalInterval,
-				QueryOffset:        c.ruleQueryOffset,
-				OutageTolerance:    c.outageTolerance,
-				ForGracePeriod:     c.forGracePeriod,
-				ResendDelay:        c.resendDelay,
-				MaxConcurrentEvals: c.maxConcurrentEvals,
-				ExternalURL:        extURL,
-				Alertmanagers:      c.alertmanagers,
-				AlertmanagerClient: c.amClient,
-				QueueCapacity:      c.amQueueCapacity,
-				Logger:             logger,
-				Registerer:         reg,
-			})
-			if err != nil {
-				return fmt.Errorf("rules: %w", err)
-			}
-			apiOpts.Rules, apiOpts.Alertmanagers = svc, svc
-			apiOpts.RegisterFeatures, apiOpts.LastReload = svc.RegisterFeatures, svc.LastReload
-			apiOpts.Flags = rulesFlags(c, extURL)
-			apiHandler, err := api.NewHandler(apiOpts, eng)
-			if err != nil {
-				return fmt.Errorf("create API: %w", err)
-			}
-			wh := remote.NewWriteHandler(db, remote.WriteHandlerOptions{Limits: c.limits, Logger: logger, Registerer: reg})
-			store.set(db, instrument("api", apiHandler), wh)
-			ruleSvc.Store(svc)
-			rulesReady <- svc
-			logger.Info("tandem is ready", "address", ln.Addr().String())
-			db.Run(ctx)
+			store.set(ts, wh)
+			rulesReady <- ruleSvc.Load()
+			logger.Info("tandem is ready", "address", ln.Addr().String(), "tenants", ts.reg.Len())
+			ts.overrides.Run(ctx, c.tenancy.limitsReload)
+			<-ctx.Done()
 			return nil
 		}, func(error) {
 			cancel()
 		})
 		defer func() {
-			if db != nil {
-				if err := db.Close(); err != nil {
+			if ts != nil {
+				if err := ts.reg.Close(); err != nil {
 					logger.Error("closing storage", "err", err)
 				}
 			}

@@ -1,0 +1,335 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/prometheus/storage"
+
+	"github.com/tandem-tsdb/tandem/limits"
+	"github.com/tandem-tsdb/tandem/promql/api"
+	"github.com/tandem-tsdb/tandem/promql/engine"
+	"github.com/tandem-tsdb/tandem/remote"
+	"github.com/tandem-tsdb/tandem/rules"
+	"github.com/tandem-tsdb/tandem/tenant"
+	"github.com/tandem-tsdb/tandem/tsdb"
+	"github.com/tandem-tsdb/tandem/tsdb/head"
+)
+
+// tenantStore is one tenant's storage, its metrics and the API over it.
+type tenantStore struct {
+	id   string
+	dir  string
+	db   *tsdb.DB
+	reg  *prometheus.Registry // the storage's and the API's metrics; gathered with tenant="<id>"
+	api  http.Handler
+	rate limits.Bucket
+	stop context.CancelFunc // ends db.Run
+	done chan struct{}      // closed when db.Run has returned
+}
+
+// close stops the tenant's maintenance and closes its storage.
+func (t *tenantStore) close() error {
+	t.stop()
+	<-t.done
+	return t.db.Close()
+}
+
+// tenants routes requests to their tenant's storage and applies each
+// tenant's limits to it.
+type tenants struct {
+	resolver  tenant.Resolver
+	overrides *limits.Overrides
+	reg       *tenant.Registry[*tenantStore]
+	// empty serves reads of tenants that never wrote: an API over no data,
+	// so that reads do not create tenants.
+	empty http.Handler
+	ready atomic.Bool
+}
+
+// applyLimits sets t's limits, from the overrides in effect.
+func (ts *tenants) applyLimits(t *tenantStore) {
+	l := ts.overrides.For(t.id)
+	t.rate.Set(l.IngestionRate, l.Burst(), time.Now())
+}
+
+// reapplyLimits applies every open tenant's limits again (after a reload).
+func (ts *tenants) reapplyLimits() {
+	ts.reg.Each(func(_ string, t *tenantStore) { ts.applyLimits(t) })
+}
+
+// WriteTenant implements remote.Tenants: it opens the tenant's storage on
+// its first write.
+func (ts *tenants) WriteTenant(r *http.Request) (remote.WriteTenant, error) {
+	id, err := ts.resolver.Single(r)
+	if err != nil {
+		return remote.WriteTenant{}, err
+	}
+	t, err := ts.reg.Open(id)
+	if err != nil {
+		return remote.WriteTenant{}, err
+	}
+	l := ts.overrides.For(id)
+	return remote.WriteTenant{
+		ID: id, App: t.db,
+		MaxLabelsPerSeries: l.MaxLabelsPerSeries, MaxLabelNameLength: l.MaxLabelNameLength, MaxLabelValueLength: l.MaxLabelValueLength,
+		Rate: &t.rate, IngestionRate: l.IngestionRate, IngestionBurst: l.Burst(),
+	}, nil
+}
+
+// readTenant returns the tenant a read names; nil (and no error) for a
+// tenant without storage. It answers the request itself when it returns an
+// error.
+func (ts *tenants) readTenant(w http.ResponseWriter, r *http.Request) (*tenantStore, error) {
+	ids, err := ts.resolver.Read(r)
+	if err == nil && len(ids) > 1 {
+		err = errors.New("queries across tenants are not supported yet")
+	}
+	if err != nil {
+		writeAPIError(w, http.StatusBadRequest, "bad_data", err.Error())
+		return nil, err
+	}
+	t, _ := ts.reg.Get(ids[0])
+	return t, nil
+}
+
+// serveAPI serves the Prometheus HTTP API of the request's tenant.
+func (ts *tenants) serveAPI(w http.ResponseWriter, r *http.Request) {
+	t, err := ts.readTenant(w, r)
+	if err != nil {
+		return
+	}
+	if t == nil {
+		ts.empty.ServeHTTP(w, r)
+		return
+	}
+	t.api.ServeHTTP(w, r)
+}
+
+// writeAPIError answers in the Prometheus API's error envelope.
+func writeAPIError(w http.ResponseWriter, status int, errorType, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]string{"status": "error", "errorType": errorType, "error": msg})
+}
+
+// Gather implements prometheus.Gatherer: every open tenant's metrics,
+// labelled with its tenant, but for the default tenant's: those keep the
+// names and labels they had before tenancy, so that a single-tenant setup
+// sees no change.
+func (ts *tenants) Gather() ([]*dto.MetricFamily, error) {
+	byName := map[string]*dto.MetricFamily{}
+	var errs []error
+	ts.reg.Each(func(id string, t *tenantStore) {
+		mfs, err := t.reg.Gather()
+		if err != nil {
+			errs = append(errs, err)
+		}
+		for _, mf := range mfs {
+			out := byName[mf.GetName()]
+			if out == nil {
+				out = &dto.MetricFamily{Name: mf.Name, Help: mf.Help, Type: mf.Type, Unit: mf.Unit}
+				byName[mf.GetName()] = out
+			}
+			for _, m := range mf.Metric {
+				if id != ts.resolver.Default {
+					m.Label = withLabel(m.Label, "tenant", id)
+				}
+				out.Metric = append(out.Metric, m)
+			}
+		}
+	})
+	out := make([]*dto.MetricFamily, 0, len(byName))
+	for _, mf := range byName {
+		out = append(out, mf)
+	}
+	slices.SortFunc(out, func(a, b *dto.MetricFamily) int { return strings.Compare(a.GetName(), b.GetName()) })
+	return out, errors.Join(errs...)
+}
+
+// withLabel returns ls (sorted by name) with name=value inserted in order.
+func withLabel(ls []*dto.LabelPair, name, value string) []*dto.LabelPair {
+	i, _ := slices.BinarySearchFunc(ls, name, func(l *dto.LabelPair, n string) int { return strings.Compare(l.GetName(), n) })
+	return slices.Insert(ls, i, &dto.LabelPair{Name: &name, Value: &value})
+}
+
+// emptyStorage is a queryable without data.
+type emptyStorage struct{}
+
+func (emptyStorage) Querier(int64, int64) (storage.Querier, error) { return storage.NoopQuerier(), nil }
+
+func (emptyStorage) ChunkQuerier(int64, int64) (storage.ChunkQuerier, error) {
+	return storage.NoopChunkedQuerier(), nil
+}
+
+// tenancyConfig are the tenancy and limits flags.
+type tenancyConfig struct {
+	header            string
+	defaultID         string
+	federation        bool
+	maxTenants        int
+	limitsFile        string
+	limitsReload      time.Duration
+	rateLimitedStatus int
+	defaults          limits.Limits
+}
+
+// addTenancyFlags defines the tenancy flags and the limits' defaults on fs.
+func addTenancyFlags(fs *flag.FlagSet, c *tenancyConfig) {
+	c.defaults = limits.Defaults()
+	fs.StringVar(&c.header, "tenant.header", tenant.DefaultHeader, "Request header naming the tenant (the Cortex/Mimir/Thanos convention); requests without it belong to --tenant.default; empty ignores it, so everything is the default tenant's.")
+	fs.StringVar(&c.defaultID, "tenant.default", tenant.DefaultID, "Tenant of requests that name none; its data is the data directory itself, the other tenants' are under <storage.path>/tenants/<id>.")
+	fs.BoolVar(&c.federation, "tenant.federation", false, "Let queries name several tenants joined by | (tenant-a|tenant-b) and read all of them.")
+	fs.IntVar(&c.maxTenants, "tenant.max-tenants", 1000, "Most tenants (each has its own storage); a write of a new tenant beyond it is refused (400); 0 = no limit.")
+	fs.StringVar(&c.limitsFile, "limits.file", "", "YAML file of per-tenant limits (overrides: {<tenant>: {max_series: 100000, ...}}) over the --limits.* defaults; read again every --limits.reload-interval, on SIGHUP and on /-/reload.")
+	durationVar(fs, &c.limitsReload, "limits.reload-interval", 10*time.Second, "How often --limits.file is read again; 0 reads it only on SIGHUP and /-/reload.")
+	fs.IntVar(&c.rateLimitedStatus, "limits.rate-limited-status", http.StatusTooManyRequests, "Status of writes over a tenant's ingestion rate: 429 (Prometheus drops them unless its queue_config sets retry_on_http_429) or 503 (Prometheus retries them).")
+	limits.RegisterFlags(fs, &c.defaults)
+	// The label limits' names before they were per tenant.
+	fs.IntVar(&c.defaults.MaxLabelsPerSeries, "remote-write.max-labels-per-series", c.defaults.MaxLabelsPerSeries, "Deprecated: use --limits.max-labels-per-series.")
+	fs.IntVar(&c.defaults.MaxLabelNameLength, "remote-write.max-label-name-length", c.defaults.MaxLabelNameLength, "Deprecated: use --limits.max-label-name-length.")
+	fs.IntVar(&c.defaults.MaxLabelValueLength, "remote-write.max-label-value-length", c.defaults.MaxLabelValueLength, "Deprecated: use --limits.max-label-value-length.")
+}
+
+// validate checks the tenancy flags.
+func (c *tenancyConfig) validate(check func(name string, err error)) {
+	if err := tenant.Validate(c.defaultID); err != nil {
+		check("tenant.default", err)
+	}
+	if c.rateLimitedStatus != http.StatusTooManyRequests && c.rateLimitedStatus != http.StatusServiceUnavailable {
+		check("limits.rate-limited-status", fmt.Errorf("want 429 or 503, got %d", c.rateLimitedStatus))
+	}
+	if c.maxTenants < 0 {
+		check("tenant.max-tenants", fmt.Errorf("must not be negative, got %d", c.maxTenants))
+	}
+	if err := c.defaults.Validate(); err != nil {
+		check("limits", err)
+	}
+}
+
+// openTenants opens the default tenant's storage and every tenant's found
+// on disk, with the API over each and, for the default tenant, the rule
+// service (handed to setRules). reg gets the server-wide metrics and
+// gathers the tenants' (labelled tenant="<id>").
+func openTenants(c *config, hopts head.Options, logger *slog.Logger, reg *prometheus.Registry, extURL *url.URL, setRules func(*rules.Service)) (*tenants, error) {
+	overrides, err := limits.NewOverrides(c.tenancy.defaults, c.tenancy.limitsFile, logger, reg)
+	if err != nil {
+		return nil, err
+	}
+	ts := &tenants{
+		resolver:  tenant.Resolver{Header: c.tenancy.header, Default: c.tenancy.defaultID, Federation: c.tenancy.federation},
+		overrides: overrides,
+	}
+	base := api.Options{
+		Logger: logger, Registerer: reg, Gatherer: reg,
+		Engine: engine.Options{
+			LookbackDelta: c.lookback, QueryTimeout: c.queryTimeout, MaxSamples: c.maxSamples,
+			DisablePushdown: !c.pushdown, MaxConcurrentQueries: c.maxQueries,
+			UseStartTimestamps: c.useST, ExperimentalFunctions: c.experimentalFns,
+		},
+		Version: version, Revision: revision, Branch: branch, BuildDate: buildDate,
+	}
+	eng := engine.New(base.EngineOptions())
+	emptyOpts := base
+	emptyOpts.Queryable, emptyOpts.Registerer = emptyStorage{}, nil
+	if ts.empty, err = api.NewHandler(emptyOpts, eng); err != nil {
+		return nil, fmt.Errorf("create API: %w", err)
+	}
+
+	open := func(id, dir string) (*tenantStore, error) {
+		t := &tenantStore{id: id, dir: dir, reg: prometheus.NewRegistry(), done: make(chan struct{})}
+		tlog := logger
+		if id != c.tenancy.defaultID {
+			tlog = logger.With("tenant", id)
+		}
+		o := hopts
+		o.Logger, o.Registerer = tlog, t.reg
+		db, err := tsdb.OpenDB(dir, tsdb.DBOptions{
+			Head: o, RetentionTime: c.retentionTime, RetentionSize: c.retentionSize,
+			SealInterval: c.maintInterval, FlushInterval: 4 * c.maintInterval,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("open storage at %s: %w", dir, err)
+		}
+		t.db = db
+		ao := base
+		ao.Queryable, ao.Metadata, ao.Stats, ao.Ready = db, storageMetadata{db}, db, db.Ready
+		ao.Registerer, ao.Gatherer = t.reg, prometheus.Gatherers{t.reg, reg}
+		ao.StartTime, ao.Blocks, ao.Exemplars, ao.DataDir = db.StartTime, blockMetas(db), db, dir
+		if c.enableAdmin {
+			ao.Admin = db
+		}
+		ao.Flags = rulesFlags(c, extURL)
+		if id == c.tenancy.defaultID {
+			svc, err := rules.New(db, eng, rules.Options{
+				Files:              c.ruleFiles,
+				EvaluationInterval: c.evalInterval,
+				QueryOffset:        c.ruleQueryOffset,
+				OutageTolerance:    c.outageTolerance,
+				ForGracePeriod:     c.forGracePeriod,
+				ResendDelay:        c.resendDelay,
+				MaxConcurrentEvals: c.maxConcurrentEvals,
+				ExternalURL:        extURL,
+				Alertmanagers:      c.alertmanagers,
+				AlertmanagerClient: c.amClient,
+				QueueCapacity:      c.amQueueCapacity,
+				Logger:             logger,
+				Registerer:         reg,
+			})
+			if err != nil {
+				db.Close()
+				return nil, fmt.Errorf("rules: %w", err)
+			}
+			ao.Rules, ao.Alertmanagers = svc, svc
+			ao.RegisterFeatures, ao.LastReload = svc.RegisterFeatures, svc.LastReload
+			setRules(svc)
+		}
+		if t.api, err = api.NewHandler(ao, eng); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("create API: %w", err)
+		}
+		ts.applyLimits(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		t.stop = cancel
+		go func() {
+			defer close(t.done)
+			db.Run(ctx)
+		}()
+		if id != c.tenancy.defaultID {
+			tlog.Info("opened tenant storage", "dir", dir)
+		}
+		return t, nil
+	}
+	ts.reg = tenant.NewRegistry(tenant.Options[*tenantStore]{
+		Root: c.storagePath, Default: c.tenancy.defaultID, MaxTenants: c.tenancy.maxTenants,
+		Open: open, Close: func(_ string, t *tenantStore) error { return t.close() },
+	})
+	overrides.OnChange(ts.reapplyLimits)
+	if _, err := ts.reg.Open(c.tenancy.defaultID); err != nil {
+		return nil, err
+	}
+	ids, err := ts.reg.OnDisk()
+	if err != nil {
+		ts.reg.Close()
+		return nil, err
+	}
+	for _, id := range ids {
+		if _, err := ts.reg.Open(id); err != nil {
+			ts.reg.Close()
+			return nil, err
+		}
+	}
+	return ts, nil
+}
