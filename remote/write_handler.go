@@ -118,15 +118,15 @@ type response struct {
 }
 
 type writeHandler struct {
-	tenants  Tenants
-	limits   Limits
+	tenants Tenants
+	limits  Limits
 	// rateLimitedStatus answers writes over a tenant's ingestion rate (429 or 503).
 	rateLimitedStatus int
-	logger   *slog.Logger
-	metrics  *writeMetrics
-	pool     sync.Pool
-	slots    chan struct{} // one element per request being handled (MaxConcurrentRequests)
-	inflight byteBudget    // decoded bytes of the requests being handled (MaxInflightBytes)
+	logger            *slog.Logger
+	metrics           *writeMetrics
+	pool              sync.Pool
+	slots             chan struct{} // one element per request being handled (MaxConcurrentRequests)
+	inflight          byteBudget    // decoded bytes of the requests being handled (MaxInflightBytes)
 
 	refusedLog  logLimiter // 4xx answers
 	internalLog logLimiter // 5xx answers
@@ -149,13 +149,13 @@ func newWriteHandler(ts Tenants, opts WriteHandlerOptions) *writeHandler {
 		tenants:           ts,
 		limits:            lim,
 		rateLimitedStatus: opts.RateLimitedStatus,
-		logger:      logger,
-		metrics:     newWriteMetrics(opts.Registerer),
-		slots:       make(chan struct{}, lim.MaxConcurrentRequests),
-		inflight:    byteBudget{max: lim.MaxInflightBytes},
-		refusedLog:  logLimiter{every: 5 * time.Second},
-		internalLog: logLimiter{every: time.Second},
-		panicLog:    logLimiter{every: time.Second},
+		logger:            logger,
+		metrics:           newWriteMetrics(opts.Registerer),
+		slots:             make(chan struct{}, lim.MaxConcurrentRequests),
+		inflight:          byteBudget{max: lim.MaxInflightBytes},
+		refusedLog:        logLimiter{every: 5 * time.Second},
+		internalLog:       logLimiter{every: time.Second},
+		panicLog:          logLimiter{every: time.Second},
 	}
 	if h.rateLimitedStatus == 0 {
 		h.rateLimitedStatus = http.StatusTooManyRequests
