@@ -26,6 +26,7 @@ type SendOptions struct {
 	BatchDeadline     time.Duration           // flush a shard's batch once its oldest sample is this much older than the next; default 5s
 	Backoff           remoteapi.BackoffConfig // retry backoff on 5xx and network errors; default 50ms..2s, 10 retries
 	Client            *http.Client            // default http.DefaultClient
+	Tenant            string                  // sent as X-Scope-OrgID when set
 	// Lockstep sends round by round (see Request.Round): every shard finishes
 	// a round before any starts the next, as when Prometheus sends in real
 	// time. Without it shards run free, as when Prometheus replays a backlog.
@@ -50,6 +51,11 @@ func (o *SendOptions) setDefaults() error {
 	}
 	if o.Client == nil {
 		o.Client = http.DefaultClient
+	}
+	if _, ok := o.Client.Transport.(tenantTransport); o.Tenant != "" && !ok {
+		c := *o.Client
+		c.Transport = tenantTransport{tenant: o.Tenant, next: c.Transport}
+		o.Client = &c
 	}
 	return nil
 }
@@ -415,4 +421,21 @@ func Send(ctx context.Context, writeURL string, version int, scrapes []Scrape, s
 		return SendStats{}, err
 	}
 	return SendRequests(ctx, writeURL, reqs, opts)
+}
+
+// tenantTransport names a tenant in every request it sends.
+type tenantTransport struct {
+	tenant string
+	next   http.RoundTripper
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t tenantTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("X-Scope-OrgID", t.tenant)
+	next := t.next
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	return next.RoundTrip(r)
 }

@@ -64,6 +64,15 @@ func (a *storageHandlers) gatherTenants() ([]*dto.MetricFamily, error) {
 	return ts.Gather()
 }
 
+// reloadLimits reads the limits overrides file again.
+func (a *storageHandlers) reloadLimits() error {
+	ts, _ := a.get()
+	if ts == nil {
+		return nil
+	}
+	return ts.overrides.Reload()
+}
+
 func notReady(w http.ResponseWriter) {
 	http.Error(w, "tandem is not ready: replaying the WAL.", http.StatusServiceUnavailable)
 }

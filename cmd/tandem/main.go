@@ -463,6 +463,10 @@ func runServer(c *config, logger *slog.Logger) error {
 	// reloadRules reloads the rule files; with --config.file it first reads
 	// the file again, so a changed rules.file list takes effect.
 	reloadRules := func(svc *rules.Service) error {
+		if err := store.reloadLimits(); err != nil {
+			logger.Error("reloading the limits file failed; the previous limits stay in effect", "err", err)
+			return err
+		}
 		if c.configFile == "" {
 			return svc.Reload()
 		}

@@ -1,0 +1,271 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gogo/protobuf/proto"
+	"github.com/golang/snappy"
+	config_util "github.com/prometheus/common/config"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/prompb"
+	"github.com/prometheus/prometheus/storage"
+	promremote "github.com/prometheus/prometheus/storage/remote"
+)
+
+// tenantWrite posts a remote-write 1.0 request for tenant ("" sends no
+// header) and returns the status and body.
+func tenantWrite(t *testing.T, p *tandemProc, tenant string, req *prompb.WriteRequest) (int, string) {
+	t.Helper()
+	raw, err := proto.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hr, _ := http.NewRequest(http.MethodPost, p.url+"/api/v1/write", bytes.NewReader(snappy.Encode(nil, raw)))
+	hr.Header.Set("Content-Type", "application/x-protobuf")
+	hr.Header.Set("Content-Encoding", "snappy")
+	hr.Header.Set("X-Prometheus-Remote-Write-Version", "0.1.0")
+	if tenant != "" {
+		hr.Header.Set("X-Scope-OrgID", tenant)
+	}
+	resp, err := http.DefaultClient.Do(hr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// tenantGet calls an API path as tenant and returns the status and the
+// decoded envelope.
+func tenantGet(t *testing.T, p *tandemProc, tenant, path string, params url.Values) (int, apiResponse) {
+	t.Helper()
+	hr, _ := http.NewRequest(http.MethodGet, p.url+path+"?"+params.Encode(), nil)
+	if tenant != "" {
+		hr.Header.Set("X-Scope-OrgID", tenant)
+	}
+	resp, err := http.DefaultClient.Do(hr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var r apiResponse
+	if err := json.Unmarshal(body, &r); err != nil {
+		t.Fatalf("%s as %q: HTTP %d: %v: %s", path, tenant, resp.StatusCode, err, body)
+	}
+	return resp.StatusCode, r
+}
+
+// tenantRequest is a small write for one tenant: two series of metric
+// <name>_metric (job <name>), with metadata and an exemplar.
+func tenantRequest(name string, t0 int64) *prompb.WriteRequest {
+	metric := name + "_metric"
+	req := &prompb.WriteRequest{Metadata: []prompb.MetricMetadata{{
+		Type: prompb.MetricMetadata_GAUGE, MetricFamilyName: metric, Help: "help of " + name,
+	}}}
+	for i := range 2 {
+		ts := prompb.TimeSeries{Labels: []prompb.Label{
+			{Name: "__name__", Value: metric}, {Name: "instance", Value: fmt.Sprintf("host-%d", i)}, {Name: "job", Value: name},
+		}}
+		for k := range 5 {
+			ts.Samples = append(ts.Samples, prompb.Sample{Timestamp: t0 + int64(k)*15000, Value: float64(k + i)})
+		}
+		ts.Exemplars = []prompb.Exemplar{{Labels: []prompb.Label{{Name: "trace_id", Value: name + "-trace"}}, Value: 1, Timestamp: t0}}
+		req.Timeseries = append(req.Timeseries, ts)
+	}
+	return req
+}
+
+// TestTenantIsolation writes three tenants (one of them the default, no
+// header) and checks that every read endpoint shows each tenant only its
+// own series, before and after a restart.
+func TestTenantIsolation(t *testing.T) {
+	dir := t.TempDir()
+	p := startTandem(t, dir)
+	t0 := time.Now().Add(-5 * time.Minute).UnixMilli()
+	for _, tn := range []string{"", "team-a", "team-b"} {
+		name := map[string]string{"": "anon", "team-a": "a", "team-b": "b"}[tn]
+		if code, body := tenantWrite(t, p, tn, tenantRequest(name, t0)); code != http.StatusNoContent {
+			t.Fatalf("write as %q: %d %s", tn, code, body)
+		}
+	}
+	own := map[string]string{"": "anon", "anonymous": "anon", "team-a": "a", "team-b": "b", "team-c": ""}
+	check := func(t *testing.T, p *tandemProc) {
+		for tn, job := range own {
+			t.Run("tenant="+tn, func(t *testing.T) { checkTenantReads(t, p, tn, job, t0) })
+		}
+	}
+	check(t, p)
+	if _, err := os.Stat(filepath.Join(dir, "tenants", "team-c")); !os.IsNotExist(err) {
+		t.Errorf("a read of tenant team-c created its directory: %v", err)
+	}
+	for _, d := range []string{"team-a", "team-b"} {
+		if _, err := os.Stat(filepath.Join(dir, "tenants", d, "wal")); err != nil {
+			t.Errorf("tenant %s has no WAL of its own: %v", d, err)
+		}
+	}
+	m := scrapeMetrics(t, p)
+	if m[`tandem_head_series{tenant="team-a"}`] != 2 || m[`tandem_head_series`] != 2 {
+		t.Errorf("head series metrics: team-a %v, default %v", m[`tandem_head_series{tenant="team-a"}`], m[`tandem_head_series`])
+	}
+
+	// Refused: several tenants without federation, invalid IDs.
+	for _, bad := range []string{"team-a|team-b", "../etc", "a b", strings.Repeat("x", 151)} {
+		if code, body := tenantWrite(t, p, bad, tenantRequest("x", t0)); code != http.StatusBadRequest || !strings.Contains(body, "tenant") {
+			t.Errorf("write as %q: %d %s, want 400 naming the tenant", bad, code, body)
+		}
+		if code, r := tenantGet(t, p, bad, "/api/v1/query", url.Values{"query": {"up"}}); code != http.StatusBadRequest || r.ErrorType != "bad_data" {
+			t.Errorf("query as %q: %d %+v, want 400 bad_data", bad, code, r)
+		}
+	}
+
+	p.signal(syscall.SIGTERM)
+	p = startTandem(t, dir)
+	t.Run("restarted", func(t *testing.T) { check(t, p) })
+}
+
+// checkTenantReads checks that every read endpoint shows tenant tn only
+// the series of job (none for "").
+func checkTenantReads(t *testing.T, p *tandemProc, tn, job string, t0 int64) {
+	wantNames := []string{}
+	if job != "" {
+		wantNames = []string{job + "_metric"}
+	}
+	get := func(path string, params url.Values, out any) {
+		t.Helper()
+		code, r := tenantGet(t, p, tn, path, params)
+		if code != http.StatusOK || r.Status != "success" {
+			t.Fatalf("%s: %d %+v", path, code, r)
+		}
+		if err := json.Unmarshal(r.Data, out); err != nil {
+			t.Fatalf("%s: %v: %s", path, err, r.Data)
+		}
+	}
+	all := `{__name__=~".+"}`
+	rng := url.Values{"start": {fmtTime(t0 - 60000)}, "end": {fmtTime(t0 + 120000)}}
+
+	var names []string
+	get("/api/v1/label/__name__/values", rng, &names)
+	if !slices.Equal(names, wantNames) {
+		t.Errorf("label values: %v, want %v", names, wantNames)
+	}
+	var lnames []string
+	get("/api/v1/labels", rng, &lnames)
+	if job != "" && !slices.Equal(lnames, []string{"__name__", "instance", "job"}) || job == "" && len(lnames) != 0 {
+		t.Errorf("labels: %v", lnames)
+	}
+	var ser []map[string]string
+	get("/api/v1/series", url.Values{"match[]": {all}, "start": rng["start"], "end": rng["end"]}, &ser)
+	if len(ser) != 2*len(wantNames) {
+		t.Errorf("series: %v", ser)
+	}
+	for _, s := range ser {
+		if s["job"] != job {
+			t.Errorf("series of another tenant: %v", s)
+		}
+	}
+	var q queryData
+	get("/api/v1/query", url.Values{"query": {"count by (job) (" + all + ")"}, "time": {fmtTime(t0 + 60000)}}, &q)
+	if got := decodeResult(t, q); len(got) != len(wantNames) || job != "" && got[0].Labels != `{job="`+job+`"}` {
+		t.Errorf("instant query: %v", got)
+	}
+	var qr queryData
+	get("/api/v1/query_range", url.Values{"query": {"sum by (job) (" + all + ")"}, "start": {fmtTime(t0)}, "end": {fmtTime(t0 + 60000)}, "step": {"15"}}, &qr)
+	if got := decodeResult(t, qr); len(got) != len(wantNames) || job != "" && (got[0].Labels != `{job="`+job+`"}` || len(got[0].V) != 5) {
+		t.Errorf("range query: %v", got)
+	}
+	var md map[string][]map[string]string
+	get("/api/v1/metadata", nil, &md)
+	if len(md) != len(wantNames) || job != "" && (len(md[job+"_metric"]) != 1 || md[job+"_metric"][0]["help"] != "help of "+job) {
+		t.Errorf("metadata: %v", md)
+	}
+	var ex []struct {
+		SeriesLabels map[string]string `json:"seriesLabels"`
+		Exemplars    []struct {
+			Labels map[string]string `json:"labels"`
+		} `json:"exemplars"`
+	}
+	get("/api/v1/query_exemplars", url.Values{"query": {all}, "start": rng["start"], "end": rng["end"]}, &ex)
+	if len(ex) != 2*len(wantNames) {
+		t.Errorf("exemplars: %+v", ex)
+	}
+	for _, e := range ex {
+		if e.SeriesLabels["job"] != job || len(e.Exemplars) != 1 || e.Exemplars[0].Labels["trace_id"] != job+"-trace" {
+			t.Errorf("exemplar of another tenant: %+v", e)
+		}
+	}
+	var st struct {
+		HeadStats struct {
+			NumSeries int `json:"numSeries"`
+		} `json:"headStats"`
+		SeriesCountByMetricName []struct {
+			Name string `json:"name"`
+		} `json:"seriesCountByMetricName"`
+	}
+	get("/api/v1/status/tsdb", nil, &st)
+	if st.HeadStats.NumSeries != 2*len(wantNames) || len(st.SeriesCountByMetricName) != len(wantNames) {
+		t.Errorf("status/tsdb: %+v", st)
+	}
+	var gs struct {
+		Tenant string            `json:"tenant"`
+		Series int               `json:"series"`
+		Limits map[string]string `json:"limits"`
+	}
+	get("/api/v1/status/groups", nil, &gs)
+	wantTenant := tn
+	if tn == "" {
+		wantTenant = "anonymous"
+	}
+	if gs.Tenant != wantTenant || gs.Series != 2*len(wantNames) || gs.Limits["max_series"] == "" {
+		t.Errorf("status/groups: %+v", gs)
+	}
+
+	// Remote read, with Prometheus's own client.
+	u, _ := url.Parse(p.url + "/api/v1/read")
+	hdr := map[string]string{}
+	if tn != "" {
+		hdr["X-Scope-OrgID"] = tn
+	}
+	for _, rt := range []prompb.ReadRequest_ResponseType{prompb.ReadRequest_STREAMED_XOR_CHUNKS, prompb.ReadRequest_SAMPLES} {
+		c, err := promremote.NewReadClient("tandem", &promremote.ClientConfig{
+			URL: &config_util.URL{URL: u}, Timeout: model.Duration(10 * time.Second), Headers: hdr,
+			AcceptedResponseTypes: []prompb.ReadRequest_ResponseType{rt}, ChunkedReadLimit: 50 << 20,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rq, err := promremote.ToQuery(t0-60000, t0+120000, []*labels.Matcher{labels.MustNewMatcher(labels.MatchRegexp, "__name__", ".+")}, &storage.SelectHints{Start: t0 - 60000, End: t0 + 120000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ss, err := c.Read(context.Background(), rq, true)
+		if err != nil {
+			t.Fatalf("remote read %v: %v", rt, err)
+		}
+		n := 0
+		for ss.Next() {
+			if got := ss.At().Labels().Get("job"); got != job {
+				t.Errorf("remote read %v: series of job %q", rt, got)
+			}
+			n++
+		}
+		if n != 2*len(wantNames) {
+			t.Errorf("remote read %v: %d series, want %d", rt, n, 2*len(wantNames))
+		}
+	}
+}
