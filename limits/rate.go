@@ -5,10 +5,10 @@ import (
 	"time"
 )
 
-// Bucket is a token bucket for one tenant's ingestion rate. A write is
-// admitted while the bucket holds any tokens and then takes all it needs,
-// going into debt if it must: a request larger than the burst still passes
-// once the bucket has refilled, and the debt holds the tenant to its rate.
+// Bucket is a token bucket for one tenant's ingestion rate. A write of n
+// samples is admitted when the bucket holds n tokens; a write larger than
+// the burst is admitted when the bucket is full and leaves it in debt, so
+// that the tenant is still held to its rate.
 type Bucket struct {
 	mu     sync.Mutex
 	rate   float64 // tokens per second; 0 = unlimited
@@ -36,8 +36,8 @@ func (b *Bucket) refill(now time.Time) {
 	}
 }
 
-// Take admits n tokens at now, or returns false and how long until the
-// bucket is positive again.
+// Take admits n tokens at now, or returns false and how long until it
+// would admit them.
 func (b *Bucket) Take(n int, now time.Time) (bool, time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -45,8 +45,9 @@ func (b *Bucket) Take(n int, now time.Time) (bool, time.Duration) {
 		return true, 0
 	}
 	b.refill(now)
-	if b.tokens <= 0 {
-		return false, time.Duration(-b.tokens/b.rate*float64(time.Second)) + time.Millisecond
+	need := min(float64(n), b.burst)
+	if b.tokens < need {
+		return false, time.Duration((need-b.tokens)/b.rate*float64(time.Second)) + time.Millisecond
 	}
 	b.tokens -= float64(n)
 	return true, 0

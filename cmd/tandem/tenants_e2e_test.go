@@ -30,6 +30,13 @@ import (
 // header) and returns the status and body.
 func tenantWrite(t *testing.T, p *tandemProc, tenant string, req *prompb.WriteRequest) (int, string) {
 	t.Helper()
+	code, body, _ := tenantWriteHeader(t, p, tenant, req)
+	return code, body
+}
+
+// tenantWriteHeader is tenantWrite returning the response headers too.
+func tenantWriteHeader(t *testing.T, p *tandemProc, tenant string, req *prompb.WriteRequest) (int, string, http.Header) {
+	t.Helper()
 	raw, err := proto.Marshal(req)
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +54,7 @@ func tenantWrite(t *testing.T, p *tandemProc, tenant string, req *prompb.WriteRe
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body)
+	return resp.StatusCode, string(body), resp.Header
 }
 
 // tenantGet calls an API path as tenant and returns the status and the
@@ -267,5 +274,54 @@ func checkTenantReads(t *testing.T, p *tandemProc, tn, job string, t0 int64) {
 		if n != 2*len(wantNames) {
 			t.Errorf("remote read %v: %d series, want %d", rt, n, 2*len(wantNames))
 		}
+	}
+}
+
+// TestTenantRateLimit checks a tenant's ingestion rate from the limits
+// file: 429 with Retry-After once over it, other tenants unaffected, a
+// raised limit taking effect on SIGHUP, and 503 when configured.
+func TestTenantRateLimit(t *testing.T) {
+	dir := t.TempDir()
+	lf := filepath.Join(t.TempDir(), "limits.yml")
+	if err := os.WriteFile(lf, []byte("overrides:\n  slow:\n    ingestion_rate: 1\n    ingestion_burst: 10\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := startTandem(t, dir, "--limits.file="+lf, "--limits.reload-interval=0")
+	t0 := time.Now().Add(-5 * time.Minute).UnixMilli()
+	if code, body := tenantWrite(t, p, "slow", tenantRequest("s", t0)); code != http.StatusNoContent {
+		t.Fatalf("first write: %d %s", code, body)
+	}
+	code, body, hdr := tenantWriteHeader(t, p, "slow", tenantRequest("s", t0+100000))
+	if code != http.StatusTooManyRequests || hdr.Get("Retry-After") == "" || !strings.Contains(body, "ingestion_rate") {
+		t.Fatalf("over the rate: %d (Retry-After %q) %s; want 429 with Retry-After naming ingestion_rate", code, hdr.Get("Retry-After"), body)
+	}
+	if code, body := tenantWrite(t, p, "fast", tenantRequest("f", t0)); code != http.StatusNoContent {
+		t.Fatalf("another tenant: %d %s", code, body)
+	}
+	if v := scrapeMetrics(t, p)[`tandem_remote_write_samples_rejected_total{reason="rate_limited",tenant="slow"}`]; v != 10 {
+		t.Errorf("rate-limited samples counted: %v, want 10", v)
+	}
+	if err := os.WriteFile(lf, []byte("overrides:\n  slow:\n    ingestion_rate: 1000000\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		code, body := tenantWrite(t, p, "slow", tenantRequest("s", t0+200000))
+		if code == http.StatusNoContent {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("raised limit not in effect after SIGHUP: %d %s", code, body)
+		}
+	}
+	p.signal(syscall.SIGTERM)
+
+	if err := os.WriteFile(lf, []byte("overrides:\n  slow:\n    ingestion_rate: 1\n    ingestion_burst: 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p = startTandem(t, dir, "--limits.file="+lf, "--limits.rate-limited-status=503")
+	tenantWrite(t, p, "slow", tenantRequest("s", t0+300000))
+	if code, _, hdr := tenantWriteHeader(t, p, "slow", tenantRequest("s", t0+400000)); code != http.StatusServiceUnavailable || hdr.Get("Retry-After") == "" {
+		t.Errorf("with --limits.rate-limited-status=503: %d, Retry-After %q", code, hdr.Get("Retry-After"))
 	}
 }
