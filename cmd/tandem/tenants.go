@@ -36,6 +36,7 @@ type tenantStore struct {
 	reg  *prometheus.Registry // the storage's and the API's metrics; gathered with tenant="<id>"
 	api  http.Handler
 	rate limits.Bucket
+	gate limits.Gate // the tenant's queries at once (max_query_concurrency)
 	stop context.CancelFunc // ends db.Run
 	done chan struct{}      // closed when db.Run has returned
 }
@@ -63,6 +64,22 @@ type tenants struct {
 func (ts *tenants) applyLimits(t *tenantStore) {
 	l := ts.overrides.For(t.id)
 	t.rate.Set(l.IngestionRate, l.Burst(), time.Now())
+	t.gate.Set(l.MaxQueryConcurrency)
+}
+
+// serveAPI serves t's API within its query limits.
+func (t *tenantStore) serveAPI(w http.ResponseWriter, r *http.Request) {
+	ctx := limits.NewQueryContext(r.Context())
+	switch r.URL.Path {
+	case "/api/v1/query", "/api/v1/query_range", "/api/v1/read":
+		leave, err := t.gate.Enter(ctx)
+		if err != nil {
+			writeAPIError(w, http.StatusServiceUnavailable, "unavailable", err.Error())
+			return
+		}
+		defer leave()
+	}
+	t.api.ServeHTTP(w, r.WithContext(ctx))
 }
 
 // reapplyLimits applies every open tenant's limits again (after a reload).
@@ -115,7 +132,7 @@ func (ts *tenants) serveAPI(w http.ResponseWriter, r *http.Request) {
 		ts.empty.ServeHTTP(w, r)
 		return
 	}
-	t.api.ServeHTTP(w, r)
+	t.serveAPI(w, r)
 }
 
 // writeAPIError answers in the Prometheus API's error envelope.
@@ -265,7 +282,8 @@ func openTenants(c *config, hopts head.Options, logger *slog.Logger, reg *promet
 		}
 		t.db = db
 		ao := base
-		ao.Queryable, ao.Metadata, ao.Stats, ao.Ready = db, storageMetadata{db}, db, db.Ready
+		ao.Queryable = limits.Queryable(db, func() limits.Limits { return overrides.For(id) })
+		ao.Metadata, ao.Stats, ao.Ready = storageMetadata{db}, db, db.Ready
 		ao.Registerer, ao.Gatherer = t.reg, prometheus.Gatherers{t.reg, reg}
 		ao.StartTime, ao.Blocks, ao.Exemplars, ao.DataDir = db.StartTime, blockMetas(db), db, dir
 		if c.enableAdmin {

@@ -325,3 +325,78 @@ func TestTenantRateLimit(t *testing.T) {
 		t.Errorf("with --limits.rate-limited-status=503: %d, Retry-After %q", code, hdr.Get("Retry-After"))
 	}
 }
+
+// TestTenantQueryLimits checks max_fetched_series_per_query and
+// max_query_length of one tenant, through the engine, the push-down, the
+// series endpoint and remote read, while another tenant is not bound.
+func TestTenantQueryLimits(t *testing.T) {
+	lf := filepath.Join(t.TempDir(), "limits.yml")
+	if err := os.WriteFile(lf, []byte("overrides:\n  small:\n    max_fetched_series_per_query: 1\n    max_query_length: 1h\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := startTandem(t, t.TempDir(), "--limits.file="+lf)
+	t0 := time.Now().Add(-5 * time.Minute).UnixMilli()
+	for _, tn := range []string{"small", "big"} {
+		if code, body := tenantWrite(t, p, tn, tenantRequest("m", t0)); code != http.StatusNoContent {
+			t.Fatalf("write %s: %d %s", tn, code, body)
+		}
+	}
+	at := url.Values{"time": {fmtTime(t0 + 60000)}}
+	cases := []struct {
+		path   string
+		params url.Values
+		key    string // the limit refusing tenant small; "" = allowed
+	}{
+		{"/api/v1/query", url.Values{"query": {"m_metric"}, "time": at["time"]}, "max_fetched_series_per_query"},
+		{"/api/v1/query", url.Values{"query": {"sum by (job) (m_metric)"}, "time": at["time"]}, "max_fetched_series_per_query"}, // push-down
+		{"/api/v1/query", url.Values{"query": {`m_metric{instance="host-0"}`}, "time": at["time"]}, ""},
+		{"/api/v1/query", url.Values{"query": {`max_over_time(m_metric{instance="host-0"}[2h])`}, "time": at["time"]}, "max_query_length"},
+		{"/api/v1/query_range", url.Values{"query": {`m_metric{instance="host-0"}`}, "start": {fmtTime(t0 - 7200000)}, "end": {fmtTime(t0)}, "step": {"60"}}, "max_query_length"},
+		{"/api/v1/series", url.Values{"match[]": {"m_metric"}}, "max_fetched_series_per_query"},
+	}
+	for _, c := range cases {
+		for _, tn := range []string{"small", "big"} {
+			code, r := tenantGet(t, p, tn, c.path, c.params)
+			if tn == "big" || c.key == "" {
+				if code != http.StatusOK {
+					t.Errorf("%s %v as %s: %d %+v", c.path, c.params, tn, code, r)
+				}
+				continue
+			}
+			if code == http.StatusOK || !strings.Contains(r.Error, c.key) {
+				t.Errorf("%s %v as %s: %d %+v; want an error naming %s", c.path, c.params, tn, code, r, c.key)
+			}
+		}
+	}
+	// Remote read: a SAMPLES response says which limit; a streamed one
+	// breaks off (Prometheus's read handler logs the error mid-stream).
+	u, _ := url.Parse(p.url + "/api/v1/read")
+	for _, rt := range []prompb.ReadRequest_ResponseType{prompb.ReadRequest_SAMPLES, prompb.ReadRequest_STREAMED_XOR_CHUNKS} {
+		for _, tn := range []string{"small", "big"} {
+			c, err := promremote.NewReadClient("tandem", &promremote.ClientConfig{
+				URL: &config_util.URL{URL: u}, Timeout: model.Duration(10 * time.Second), Headers: map[string]string{"X-Scope-OrgID": tn},
+				AcceptedResponseTypes: []prompb.ReadRequest_ResponseType{rt}, ChunkedReadLimit: 50 << 20,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rq, _ := promremote.ToQuery(t0-60000, t0+120000, []*labels.Matcher{labels.MustNewMatcher(labels.MatchEqual, "__name__", "m_metric")}, nil)
+			n := 0
+			ss, err := c.Read(context.Background(), rq, true)
+			if err == nil {
+				for ss.Next() {
+					n++
+				}
+				err = ss.Err()
+			}
+			switch {
+			case tn == "big" && (err != nil || n != 2):
+				t.Errorf("remote read %v as big: %d series, %v", rt, n, err)
+			case tn == "small" && err == nil:
+				t.Errorf("remote read %v as small: %d series and no error", rt, n)
+			case tn == "small" && rt == prompb.ReadRequest_SAMPLES && !strings.Contains(err.Error(), "max_fetched_series_per_query"):
+				t.Errorf("remote read %v as small: %v; want the series limit named", rt, err)
+			}
+		}
+	}
+}

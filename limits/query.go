@@ -1,0 +1,203 @@
+package limits
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/timestamp"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/util/annotations"
+)
+
+// The bounds of a request that gave none, as the Prometheus API fills them
+// in (its MinTime and MaxTime, for series and labels): such requests are
+// not bound by max_query_length.
+var (
+	apiMinTime = timestamp.FromTime(time.Unix(math.MinInt64/1000+62135596801, 0).UTC())
+	apiMaxTime = timestamp.FromTime(time.Unix(math.MaxInt64/1000-62135596801, 999999999).UTC())
+)
+
+type budgetKey struct{}
+
+// queryBudget counts the series one request reads.
+type queryBudget struct{ series atomic.Int64 }
+
+// NewQueryContext returns ctx counting the series its request reads, so
+// that max_fetched_series_per_query bounds the whole request, however
+// many queriers and selects serve it.
+func NewQueryContext(ctx context.Context) context.Context {
+	return context.WithValue(ctx, budgetKey{}, &queryBudget{})
+}
+
+// QueryError is the error of a query over a limit.
+type QueryError struct{ msg string }
+
+// Error implements error.
+func (e *QueryError) Error() string { return e.msg }
+
+// Queryable returns q bound by the query limits get returns (read for
+// each querier, so reloads apply to the next query).
+func Queryable(q storage.SampleAndChunkQueryable, get func() Limits) storage.SampleAndChunkQueryable {
+	return &queryable{q: q, get: get}
+}
+
+type queryable struct {
+	q   storage.SampleAndChunkQueryable
+	get func() Limits
+}
+
+// checkRange refuses a querier spanning more than max_query_length.
+func checkRange(l Limits, mint, maxt int64) error {
+	max := time.Duration(l.MaxQueryLength)
+	if max <= 0 || mint <= apiMinTime || maxt >= apiMaxTime {
+		return nil
+	}
+	if span := time.Duration(maxt-mint) * time.Millisecond; span > max {
+		return &QueryError{fmt.Sprintf("the query time range exceeds the limit (query length: %s, limit max_query_length: %s)", span, max)}
+	}
+	return nil
+}
+
+func (q *queryable) Querier(mint, maxt int64) (storage.Querier, error) {
+	l := q.get()
+	if err := checkRange(l, mint, maxt); err != nil {
+		return nil, err
+	}
+	inner, err := q.q.Querier(mint, maxt)
+	if err != nil || l.MaxFetchedSeriesPerQuery <= 0 {
+		return inner, err
+	}
+	return &querier{Querier: inner, max: int64(l.MaxFetchedSeriesPerQuery)}, nil
+}
+
+func (q *queryable) ChunkQuerier(mint, maxt int64) (storage.ChunkQuerier, error) {
+	l := q.get()
+	if err := checkRange(l, mint, maxt); err != nil {
+		return nil, err
+	}
+	inner, err := q.q.ChunkQuerier(mint, maxt)
+	if err != nil || l.MaxFetchedSeriesPerQuery <= 0 {
+		return inner, err
+	}
+	return &chunkQuerier{ChunkQuerier: inner, max: int64(l.MaxFetchedSeriesPerQuery)}, nil
+}
+
+// counter returns the series count of ctx's request, or a fresh one for
+// this select alone.
+func counter(ctx context.Context) *atomic.Int64 {
+	if b, ok := ctx.Value(budgetKey{}).(*queryBudget); ok {
+		return &b.series
+	}
+	return new(atomic.Int64)
+}
+
+func seriesLimitError(max int64) error {
+	return &QueryError{fmt.Sprintf("the query hit the max number of series limit (limit max_fetched_series_per_query: %d series)", max)}
+}
+
+type querier struct {
+	storage.Querier
+	max int64
+}
+
+func (q *querier) Select(ctx context.Context, sortSeries bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
+	return &seriesSet{SeriesSet: q.Querier.Select(ctx, sortSeries, hints, ms...), n: counter(ctx), max: q.max}
+}
+
+// seriesSet fails once its request has read more than max series.
+type seriesSet struct {
+	storage.SeriesSet
+	n   *atomic.Int64
+	max int64
+	err error
+}
+
+func (s *seriesSet) Next() bool {
+	if s.err != nil || !s.SeriesSet.Next() {
+		return false
+	}
+	if s.n.Add(1) > s.max {
+		s.err = seriesLimitError(s.max)
+		return false
+	}
+	return true
+}
+
+func (s *seriesSet) Err() error {
+	if s.err != nil {
+		return s.err
+	}
+	return s.SeriesSet.Err()
+}
+
+func (s *seriesSet) Warnings() annotations.Annotations { return s.SeriesSet.Warnings() }
+
+type chunkQuerier struct {
+	storage.ChunkQuerier
+	max int64
+}
+
+func (q *chunkQuerier) Select(ctx context.Context, sortSeries bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.ChunkSeriesSet {
+	return &chunkSeriesSet{ChunkSeriesSet: q.ChunkQuerier.Select(ctx, sortSeries, hints, ms...), n: counter(ctx), max: q.max}
+}
+
+type chunkSeriesSet struct {
+	storage.ChunkSeriesSet
+	n   *atomic.Int64
+	max int64
+	err error
+}
+
+func (s *chunkSeriesSet) Next() bool {
+	if s.err != nil || !s.ChunkSeriesSet.Next() {
+		return false
+	}
+	if s.n.Add(1) > s.max {
+		s.err = seriesLimitError(s.max)
+		return false
+	}
+	return true
+}
+
+func (s *chunkSeriesSet) Err() error {
+	if s.err != nil {
+		return s.err
+	}
+	return s.ChunkSeriesSet.Err()
+}
+
+// Gate bounds the queries of one tenant running at once.
+type Gate struct {
+	slots atomic.Pointer[chan struct{}]
+}
+
+// Set changes the bound (0 = none); queries running keep their slots.
+func (g *Gate) Set(n int) {
+	if n <= 0 {
+		g.slots.Store(nil)
+		return
+	}
+	if cur := g.slots.Load(); cur != nil && cap(*cur) == n {
+		return
+	}
+	c := make(chan struct{}, n)
+	g.slots.Store(&c)
+}
+
+// Enter waits for a slot until ctx ends; the returned func leaves it.
+func (g *Gate) Enter(ctx context.Context) (func(), error) {
+	c := g.slots.Load()
+	if c == nil {
+		return func() {}, nil
+	}
+	select {
+	case *c <- struct{}{}:
+		return func() { <-*c }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting for one of the tenant's %d query slots (max_query_concurrency): %w", cap(*c), ctx.Err())
+	}
+}
