@@ -36,7 +36,7 @@ type tenantStore struct {
 	reg  *prometheus.Registry // the storage's and the API's metrics; gathered with tenant="<id>"
 	api  http.Handler
 	rate limits.Bucket
-	gate limits.Gate // the tenant's queries at once (max_query_concurrency)
+	gate limits.Gate        // the tenant's queries at once (max_query_concurrency)
 	stop context.CancelFunc // ends db.Run
 	done chan struct{}      // closed when db.Run has returned
 }
