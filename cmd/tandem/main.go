@@ -368,14 +368,8 @@ func blockMetas(db *tsdb.DB) func() ([]promtsdb.BlockMeta, error) {
 	}
 }
 
-func runServer(c *config, logger *slog.Logger) error {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "tandem_build_info", Help: "tandem's version.",
-			ConstLabels: prometheus.Labels{"version": version, "revision": revision, "goversion": runtime.Version()},
-		}, func() float64 { return 1 }))
-
+// headOptions are the head options c sets.
+func headOptions(c *config) head.Options {
 	opts := head.DefaultOptions()
 	opts.GroupBy = splitList(c.groupBy)
 	opts.SenderLabels = splitList(c.senderLabels)
@@ -399,6 +393,18 @@ func runServer(c *config, logger *slog.Logger) error {
 	if opts.MaxSampleAge <= 0 {
 		opts.MaxSampleAge = max(opts.LateMaxAge, opts.BlockRange)
 	}
+	return opts
+}
+
+func runServer(c *config, logger *slog.Logger) error {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "tandem_build_info", Help: "tandem's version.",
+			ConstLabels: prometheus.Labels{"version": version, "revision": revision, "goversion": runtime.Version()},
+		}, func() float64 { return 1 }))
+
+	opts := headOptions(c)
 	opts.Logger = logger
 	opts.Registerer = reg
 
