@@ -33,14 +33,14 @@ vet:
 
 # unit runs, among cmd/tandem's tests, TestCrashCampaign with its default
 # -crash.trials=3 (kill -9 during writes and maintenance; ~20-40 s); `make soak` runs 100.
-# The real-Prometheus end-to-end test runs on its own in `make e2e` (timing
-# against an external process is reliable only without other packages' tests
-# competing for the 2 cores); .ci/run runs both.
+# The real-Prometheus end-to-end tests (TestPrometheusEndToEnd*) run on their own in
+# `make e2e` (timing against an external process is reliable only without other
+# packages' tests competing for the 2 cores); .ci/run runs both.
 unit:
-	$(GO) test -race -timeout 20m -skip '^TestPrometheusEndToEnd$$' ./...
+	$(GO) test -race -timeout 20m -skip '^TestPrometheusEndToEnd' ./...
 
 ## e2e: the end-to-end tests with real external programs: Prometheus 3 (remote write 1.0/2.0,
-## remote read, docker/prometheus.yml), node_exporter, Alertmanager, and the Grafana dashboard.
+## remote read, docker/prometheus.yml; over TLS with basic auth), node_exporter, Alertmanager, and the Grafana dashboard.
 ## Prometheus: $$TANDEM_PROMETHEUS or /root/.cache/tandem-bin/prometheus.
 e2e:
 	$(GO) test -race -count=1 -timeout 10m -run 'TestPrometheusEndToEnd|TestRulesEndToEnd|TestDashboard|TestDocker' -v ./cmd/tandem/

@@ -76,7 +76,8 @@ func StartPeer(ctx context.Context, pc PeerConfig) (*Peer, error) {
 	var args []string
 	switch pc.Kind {
 	case Tandem:
-		args = []string{"--storage.path=" + data, "--web.listen-address=" + addr, "--web.enable-admin-api", "--log.level=warn"}
+		// --web.enable-pprof: the harness profiles every system (ProfileDir).
+		args = []string{"--storage.path=" + data, "--web.listen-address=" + addr, "--web.enable-admin-api", "--web.enable-pprof", "--log.level=warn"}
 	case Prometheus:
 		cfg := filepath.Join(dir, "prometheus.yml")
 		if err := os.WriteFile(cfg, []byte("global:\n  scrape_interval: 15s\n"), 0o644); err != nil {

@@ -480,6 +480,7 @@ func validateConfig(c *config, fromFile map[string]bool) error {
 	if c.logFormat != "text" && c.logFormat != "json" {
 		check("log.format", fmt.Errorf("want text or json, got %q", c.logFormat))
 	}
+	validateSecurity(&c.security, check)
 	return errors.Join(errs...)
 }
 
@@ -609,7 +610,8 @@ data, see the [quick start](quickstart.md).
   the file and the key, e.g.
   ` + "`tandem: tandem.yml: storage.retention.time: invalid duration \"abc\" (line 4)`" + `.
   All errors of the file are reported at once.
-- **Reloading**: ` + "`SIGHUP`" + ` and ` + "`POST /-/reload`" + ` read the configuration
+- **Reloading**: ` + "`SIGHUP`" + ` and ` + "`POST /-/reload`" + ` (with
+  ` + "`--web.enable-lifecycle`" + `) read the configuration
   file again and reload the rule files of its ` + "`rules.file`" + ` (flags still
   override it; the patterns are resolved again, so a glob picks up new files).
   A file that no longer parses fails the reload and the previous rules stay.

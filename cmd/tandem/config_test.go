@@ -458,7 +458,7 @@ func TestConfigReloadRuleFiles(t *testing.T) {
 		return out
 	}
 	write("a.yml")
-	p := startTandem(t, filepath.Join(dir, "data"), "--config.file="+cfg)
+	p := startTandem(t, filepath.Join(dir, "data"), "--config.file="+cfg, "--web.enable-lifecycle")
 	if got := groups(p); len(got) != 1 || got[0] != "group_a" {
 		t.Fatalf("rule groups at start %v, want [group_a]", got)
 	}

@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"net/url"
 	"os"
 	"os/signal"
@@ -70,6 +69,7 @@ type config struct {
 	retentionSize   int64
 	maintInterval   time.Duration
 	enableAdmin     bool
+	security        securityConfig
 	limits          remote.Limits
 	tenancy         tenancyConfig
 	server          serverTimeouts
@@ -124,7 +124,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	fs.StringVar(&c.configFile, "config.file", "", "YAML file setting any of the other flags (except --version); keys are the flag names split at dots, e.g. storage: {retention: {time: 15d}}. Flags on the command line override the file.")
-	fs.StringVar(&c.listenAddress, "web.listen-address", ":9201", "Address to listen on for the API, remote write and /metrics.")
+	fs.StringVar(&c.listenAddress, "web.listen-address", ":9201", "Address to listen on for the API, remote write and /metrics; :9201 is every interface, 127.0.0.1:9201 this host only. See --web.config.file for TLS and authentication.")
 	fs.StringVar(&c.storagePath, "storage.path", "./data", "Data directory (created if missing).")
 	fs.StringVar(&c.groupBy, "group.by", strings.Join(def.GroupBy, ","), "Labels whose values identify a group of series sampled together (a scrape target).")
 	fs.StringVar(&c.senderLabels, "group.sender-labels", strings.Join(def.SenderLabels, ","), "Labels added to the group key when present, so different senders never share a group.")
@@ -159,6 +159,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	durationVar(fs, &c.server.read, "web.read-timeout", defaultReadTimeout, "Time allowed to read a whole request, body included (a remote-write body up to --remote-write.max-body-bytes must arrive within it); 0 = none.")
 	durationVar(fs, &c.server.idle, "web.idle-timeout", defaultIdleTimeout, "How long an idle keep-alive connection is kept open; 0 = --web.read-timeout.")
 	fs.BoolVar(&c.enableAdmin, "web.enable-admin-api", false, "Enable /api/v1/admin/tsdb/* (snapshot).")
+	addSecurityFlags(fs, &c.security)
 	durationVar(fs, &c.maintInterval, "head.maintenance-interval", 15*time.Second, "How often idle groups are sealed; every fourth time the head is flushed to blocks, blocks are compacted and retention applied.")
 	durationVar(fs, &c.lookback, "query.lookback-delta", 5*time.Minute, "PromQL lookback for instant selectors.")
 	durationVar(fs, &c.queryTimeout, "query.timeout", 2*time.Minute, "Maximum time a query may take.")
@@ -172,7 +173,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.StringVar(&c.logFormat, "log.format", "text", "Log format: text or json.")
 	fs.BoolVar(&c.showVersion, "version", false, "Print the version and exit.")
 	fs.StringVar(&c.externalURL, "web.external-url", "", "URL under which tandem is reached, for alerts' generator URLs and rule templates (default http://<hostname>:<port>/).")
-	fs.Var(&c.ruleFiles, "rules.file", "Prometheus rule file (path or glob; repeatable). Reloaded on SIGHUP and POST /-/reload.")
+	fs.Var(&c.ruleFiles, "rules.file", "Prometheus rule file (path or glob; repeatable). Reloaded on SIGHUP and, with --web.enable-lifecycle, POST /-/reload.")
 	durationVar(fs, &c.evalInterval, "rules.evaluation-interval", rules.DefaultEvaluationInterval, "Evaluation interval of rule groups that set none (Prometheus's global evaluation_interval).")
 	durationVar(fs, &c.ruleQueryOffset, "rules.query-offset", 0, "Query offset of rule groups that set none (Prometheus's global rule_query_offset), e.g. to wait for late remote-write data.")
 	durationVar(fs, &c.outageTolerance, "rules.alert.for-outage-tolerance", rules.DefaultOutageTolerance, "Max time to tolerate an outage for restoring the \"for\" state of alerts.")
@@ -440,12 +441,9 @@ func runServer(c *config, logger *slog.Logger) error {
 	// The server's metrics and every tenant's storage's (labelled tenant).
 	gatherer := prometheus.Gatherers{reg, prometheus.GathererFunc(store.gatherTenants)}
 	mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{Registry: reg}))
-	// Go's profiler, as Prometheus and VictoriaMetrics serve it.
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	if c.security.enablePprof { // Go's profiler, as Prometheus and VictoriaMetrics serve it
+		registerPprof(mux)
+	}
 	mux.HandleFunc("/-/healthy", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "tandem is healthy.")
 	})
@@ -483,29 +481,27 @@ func runServer(c *config, logger *slog.Logger) error {
 		}
 		return svc.ReloadFiles(nc.ruleFiles)
 	}
-	mux.Handle("/-/reload", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("/-/reload", lifecycle(c.security.enableLifecycle, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		svc := ruleSvc.Load()
 		if svc == nil {
 			http.Error(w, "tandem is not ready: replaying the WAL.", http.StatusServiceUnavailable)
 			return
 		}
 		rules.ReloadHandler(func() error { return reloadRules(svc) }).ServeHTTP(w, r)
-	}))
+	})))
+	quit := newQuitter()
+	mux.Handle("/-/quit", lifecycle(c.security.enableLifecycle, quit))
 
 	srv := newHTTPServer(mux, c.server)
 	var g run.Group
 	{
-		g.Add(func() error {
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				return fmt.Errorf("HTTP server: %w", err)
-			}
-			return nil
-		}, func(error) {
+		g.Add(func() error { return serveWeb(srv, ln, &c.security, logger) }, func(error) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			_ = srv.Shutdown(ctx)
 		})
 	}
+	quit.addTo(&g, logger)
 	{
 		sig := make(chan os.Signal, 1)
 		signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)

@@ -306,7 +306,7 @@ func TestRulesEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	dataDir := t.TempDir()
-	args := []string{"--rules.file=" + rulesFile, "--alertmanager.url=" + amURL, "--web.external-url=http://tandem.example:9201/"}
+	args := []string{"--rules.file=" + rulesFile, "--alertmanager.url=" + amURL, "--web.external-url=http://tandem.example:9201/", "--web.enable-lifecycle"}
 	p := startTandem(t, dataDir, args...)
 	w := startTempWriter(t, p)
 

@@ -281,6 +281,8 @@ func openTenants(c *config, hopts head.Options, logger *slog.Logger, reg *promet
 	eng := engine.New(base.EngineOptions())
 	emptyOpts := base
 	emptyOpts.Queryable, emptyOpts.Registerer = emptyStorage{}, nil
+	emptyOpts.Flags = rulesFlags(c, extURL)
+	securityAPIOptions(&emptyOpts, &c.security)
 	if ts.empty, err = api.NewHandler(emptyOpts, eng); err != nil {
 		return nil, fmt.Errorf("create API: %w", err)
 	}
@@ -338,6 +340,7 @@ func openTenants(c *config, hopts head.Options, logger *slog.Logger, reg *promet
 		// The API is built on the tenant's first read: building Prometheus's
 		// API handler costs ~80 ms and ~25 MB of garbage (its OpenAPI
 		// document), which a tenant that only writes never needs.
+		securityAPIOptions(&ao, &c.security)
 		t.newAPI = func() (http.Handler, error) { return api.NewHandler(ao, eng) }
 		if id == c.tenancy.defaultID {
 			if _, err := t.apiHandler(); err != nil { // fail start-up, not the first query

@@ -45,9 +45,9 @@ const (
 // apiPrefix is the path under which the handler serves the API.
 const apiPrefix = "/api/v1"
 
-// corsOrigin is Prometheus's --web.cors.origin default (any origin); the
-// upstream API panics on requests carrying an Origin header if it is nil.
-var corsOrigin = regexp.MustCompile("^(?:.*)$")
+// defaultCORSOrigin is Prometheus's --web.cors.origin default (any origin);
+// the upstream API panics on requests carrying an Origin header if it is nil.
+var defaultCORSOrigin = regexp.MustCompile("^(?:.*)$")
 
 // MetadataSource serves metric metadata for /api/v1/metadata.
 type MetadataSource interface {
@@ -131,6 +131,9 @@ type Options struct {
 	// paths), for handlers next to one that serves it: building it costs
 	// about 40 MB of allocations and 100 ms.
 	SkipOpenAPI bool
+	// CORSOrigin is the fully anchored regexp of the origins allowed to read
+	// the API from a browser (Prometheus's --web.cors.origin); nil allows any.
+	CORSOrigin *regexp.Regexp
 }
 
 // Admin is the storage's administration interface behind /api/v1/admin/tsdb.
@@ -173,6 +176,9 @@ func (o Options) withDefaults() Options {
 	if o.RemoteReadMaxBytesInFrame <= 0 {
 		o.RemoteReadMaxBytesInFrame = remoteReadMaxBytesInFrame
 	}
+	if o.CORSOrigin == nil {
+		o.CORSOrigin = defaultCORSOrigin
+	}
 	return o
 }
 
@@ -210,7 +216,7 @@ func NewHandler(opts Options, eng promql.QueryEngine) (http.Handler, error) {
 	featureRegistry := features.NewRegistry()
 	engine.RegisterFeatures(featureRegistry, opts.EngineOptions())
 	for name, enabled := range map[string]bool{
-		"admin": false, "lifecycle": false, "remote_write_receiver": false,
+		"admin": opts.Admin != nil, "lifecycle": false, "remote_write_receiver": false,
 		"otlp_write_receiver": false, "query_cost": false, "search": false,
 	} {
 		featureRegistry.Set(features.API, name, enabled)
@@ -242,7 +248,7 @@ func NewHandler(opts Options, eng promql.QueryEngine) (http.Handler, error) {
 		"query.max-samples":     strconv.Itoa(opts.Engine.MaxSamples),
 		"query.max-concurrency": strconv.Itoa(opts.Engine.MaxConcurrentQueries),
 		"query.pushdown":        strconv.FormatBool(!opts.Engine.DisablePushdown),
-		"web.enable-admin-api":  "false",
+		"web.enable-admin-api":  strconv.FormatBool(opts.Admin != nil),
 	}
 	for k, v := range opts.Flags {
 		flags[k] = v
@@ -271,7 +277,7 @@ func NewHandler(opts Options, eng promql.QueryEngine) (http.Handler, error) {
 		remoteReadConcurrencyLimit,
 		opts.RemoteReadMaxBytesInFrame,
 		false, // isAgent
-		corsOrigin,
+		opts.CORSOrigin,
 		runtimeInfoFunc(birth, opts.LastReload),
 		&v1.PrometheusVersion{
 			Version:   opts.Version,
@@ -313,11 +319,11 @@ func NewHandler(opts Options, eng promql.QueryEngine) (http.Handler, error) {
 	mux.Handle(apiPrefix+"/", compressResponses(statsQueries(router)))
 	// Upstream's metadata handler reads scrape targets; tandem reads its own store.
 	mux.Handle("GET "+apiPrefix+"/metadata", instrument("/metadata",
-		ready(compress(metadataHandler(opts.Metadata, logger)))))
+		ready(compress(opts.CORSOrigin, metadataHandler(opts.Metadata, logger)))))
 	// Upstream's TSDB status reads the chunk count from a Prometheus-only
 	// metric and turns its absence into int64(NaN).
 	mux.Handle("GET "+apiPrefix+"/status/tsdb", instrument("/status/tsdb",
-		ready(compress(tsdbStatusHandler(stats, opts.Gatherer, logger)))))
+		ready(compress(opts.CORSOrigin, tsdbStatusHandler(stats, opts.Gatherer, logger)))))
 	notServed := func(what string) http.HandlerFunc {
 		return func(w http.ResponseWriter, _ *http.Request) {
 			http.Error(w, what+" is not served by the query API; register tandem's ingest handler on a more specific pattern", http.StatusNotFound)
@@ -396,12 +402,13 @@ func readyFunc(isReady func() bool) func(http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// compress applies Prometheus's CORS headers and response compression to h,
-// as the upstream API does for its own endpoints.
-func compress(h http.HandlerFunc) http.HandlerFunc {
+// compress applies Prometheus's CORS headers (for the origins matching
+// origin) and response compression to h, as the upstream API does for its
+// own endpoints.
+func compress(origin *regexp.Regexp, h http.HandlerFunc) http.HandlerFunc {
 	c := compressResponses(h)
 	return func(w http.ResponseWriter, r *http.Request) {
-		httputil.SetCORS(w, corsOrigin, r)
+		httputil.SetCORS(w, origin, r)
 		w.Header().Add("Vary", "Accept-Encoding")
 		c.ServeHTTP(w, r)
 	}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/grafana/regexp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
@@ -683,6 +684,33 @@ func TestCORSAndCompression(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusOK || resp.Header.Get("Access-Control-Allow-Origin") != "*" || resp.Header.Get("Content-Encoding") != "gzip" {
 			t.Fatalf("%s: %d %v", p, resp.StatusCode, resp.Header)
+		}
+	}
+}
+
+// TestCORSOrigin restricts the origins (Options.CORSOrigin, as
+// --web.cors.origin): the upstream endpoints and tandem's own ones echo a
+// matching origin and give no Access-Control-Allow-Origin to another.
+func TestCORSOrigin(t *testing.T) {
+	base, _ := testServer(t, func(o *Options) {
+		o.CORSOrigin = regexp.MustCompile(`^(?:https://grafana\.example)$`)
+	})
+	for _, p := range []string{"/query?query=1", "/metadata", "/status/tsdb", "/labels"} {
+		for origin, want := range map[string]string{
+			"https://grafana.example":      "https://grafana.example",
+			"https://grafana.example.evil": "",
+			"http://grafana.example":       "",
+		} {
+			req, _ := http.NewRequest(http.MethodGet, base+"/api/v1"+p, nil)
+			req.Header.Set("Origin", origin)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if got := resp.Header.Get("Access-Control-Allow-Origin"); resp.StatusCode != http.StatusOK || got != want {
+				t.Errorf("%s from %s: HTTP %d, Access-Control-Allow-Origin %q, want %q", p, origin, resp.StatusCode, got, want)
+			}
 		}
 	}
 }

@@ -447,7 +447,7 @@ func gcPrometheusServer(t *testing.T, ds *gcDataset) string {
 		false, false, 0, logger,
 		func(context.Context) v1.RulesRetriever { return ruleManager },
 		remoteReadSampleLimit, remoteReadConcurrencyLimit, remoteReadMaxBytesInFrame,
-		false, corsOrigin,
+		false, defaultCORSOrigin,
 		func() (v1.RuntimeInfo, error) { return v1.RuntimeInfo{}, nil },
 		&v1.PrometheusVersion{Version: "3.7.0", Revision: "reference", Branch: "HEAD", BuildUser: "test", BuildDate: "20260101-00:00:00", GoVersion: "go1"},
 		noNotifications, noNotificationsSub,
