@@ -166,6 +166,12 @@ func (db *DB) MetricMetadata(metric string, limit, limitPerMetric int) map[strin
 	return db.head.MetricMetadata(metric, limit, limitPerMetric)
 }
 
+// SetSeriesLimits changes the head's series limits at run time (see head.Head.SetSeriesLimits).
+func (db *DB) SetSeriesLimits(l head.SeriesLimits) { db.head.SetSeriesLimits(l) }
+
+// LimitUsage reports the head's usage of its series limits (see head.Head.LimitUsage).
+func (db *DB) LimitUsage() head.LimitUsage { return db.head.LimitUsage() }
+
 // GroupStats returns the head's groups by size (see head.Head.GroupStats).
 func (db *DB) GroupStats(limit int) head.GroupStats { return db.head.GroupStats(limit) }
 

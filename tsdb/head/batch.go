@@ -80,10 +80,16 @@ var (
 	ErrTooFarInFuture   = errors.New("sample timestamp too far in the future")
 	ErrInvalidLabels    = errors.New("invalid labels")
 	ErrInvalidHistogram = errors.New("invalid native histogram")
+	// The samples of a new series that a SeriesLimits limit refused to create.
+	ErrSeriesLimit          = errors.New("new series refused: limit of active series reached")
+	ErrSeriesPerMetricLimit = errors.New("new series refused: limit of active series per metric name reached")
+	ErrSeriesPerGroupLimit  = errors.New("new series refused: limit of series per group reached")
+	ErrGroupLimit           = errors.New("new series refused: limit of groups reached")
 )
 
 // Reasons lists every rejection reason, in the order used by AppendResult.Rejected.
-var Reasons = []error{ErrOutOfOrderSample, ErrDuplicateSample, ErrTooOldSample, ErrTooFarInFuture, ErrInvalidLabels, ErrInvalidHistogram}
+var Reasons = []error{ErrOutOfOrderSample, ErrDuplicateSample, ErrTooOldSample, ErrTooFarInFuture, ErrInvalidLabels, ErrInvalidHistogram,
+	ErrSeriesLimit, ErrSeriesPerMetricLimit, ErrSeriesPerGroupLimit, ErrGroupLimit}
 
 // ReasonLabel returns the short label value used for a rejection reason in metrics.
 func ReasonLabel(err error) string {
@@ -100,6 +106,14 @@ func ReasonLabel(err error) string {
 		return "invalid_labels"
 	case errors.Is(err, ErrInvalidHistogram):
 		return "invalid_histogram"
+	case errors.Is(err, ErrSeriesLimit):
+		return "series_limit"
+	case errors.Is(err, ErrSeriesPerMetricLimit):
+		return "series_per_metric_limit"
+	case errors.Is(err, ErrSeriesPerGroupLimit):
+		return "series_per_group_limit"
+	case errors.Is(err, ErrGroupLimit):
+		return "group_limit"
 	}
 	return "other"
 }

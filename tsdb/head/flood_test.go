@@ -258,7 +258,7 @@ func BenchmarkAppendOutOfOrderFlood(b *testing.B) {
 func TestLateDuplicates(t *testing.T) {
 	h := openHead(t, t.TempDir(), nil)
 	defer h.Close()
-	s, err := h.getOrCreate(series("dup", "job", "j", "instance", "i"), 0)
+	s, err := h.getOrCreate(series("dup", "job", "j", "instance", "i"), 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

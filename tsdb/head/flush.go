@@ -21,8 +21,13 @@ func (h *Head) MaxTime() int64 { return h.maxT.Load() }
 // and samples older than it are late.
 func (h *Head) MinValidTime() int64 { return h.minValid.Load() }
 
-// Options returns the options the head runs with, defaults filled in.
-func (h *Head) Options() Options { return h.opts }
+// Options returns the options the head runs with, defaults filled in and
+// the limits in force.
+func (h *Head) Options() Options {
+	o := h.opts
+	o.Limits = h.SeriesLimits()
+	return o
+}
 
 // NextFlushRange returns the oldest block range [mint, maxt) to flush: while
 // the head spans more than one and a half block ranges (as Prometheus), or,

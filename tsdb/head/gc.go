@@ -105,6 +105,7 @@ func (h *Head) GC(idleBefore int64) (groups, series int) {
 		st.remove(hash, s)
 		st.mu.Unlock()
 		h.refs.delete(s.ref)
+		h.perMetric.dec(s.lset.Get(labels.MetricName))
 		unindexed[s.ref] = s.lset
 		h.counters.series.Add(-1)
 		h.counters.gcSeries.Add(1)

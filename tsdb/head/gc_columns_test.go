@@ -39,7 +39,7 @@ func TestGCFreedColumnReused(t *testing.T) {
 	for ts := hour; ts < 4*hour; ts += 15000 {
 		app(ts, a)
 	}
-	sb, err := h.getOrCreate(b, 0)
+	sb, err := h.getOrCreate(b, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -134,6 +134,8 @@ func (s *memSeries) extra() *seriesExtra {
 type group struct {
 	id  uint64 // creation order; orders groups cheaply
 	key string
+	// nMembers is numMembers, readable without mu (SeriesLimits checks).
+	nMembers atomic.Int32
 
 	mu         sync.Mutex
 	aligned    *table
@@ -165,6 +167,7 @@ func newGroup(id uint64, key string) *group {
 // one; called with g.mu held.
 func (g *group) addMember(s *memSeries) {
 	s.g = g
+	g.nMembers.Add(1)
 	s.minT, s.lastT = math.MaxInt64, math.MinInt64
 	if n := len(g.free); n > 0 {
 		s.col = g.free[n-1]
@@ -184,6 +187,7 @@ func (g *group) addMember(s *memSeries) {
 // (the caller checked); called with g.mu held.
 func (g *group) removeMember(s *memSeries, stats *headCounters) {
 	s.flags.Or(seriesRemoved)
+	g.nMembers.Add(-1)
 	g.members[s.col] = nil
 	g.free = append(g.free, s.col)
 	if s.unaligned() {

@@ -87,6 +87,9 @@ type Options struct {
 	// missing from that many consecutive sealed rows of its group (for
 	// senders that send no markers). Off by default.
 	InferStalenessRows int
+	// Limits bound the series and groups appends create (SetSeriesLimits
+	// changes them at run time); the zero value sets none.
+	Limits SeriesLimits
 }
 
 // DefaultOptions returns the defaults documented in the README.
@@ -207,6 +210,9 @@ type Head struct {
 	metaMu sync.RWMutex
 	meta   map[string][]Metadata
 
+	limits    atomic.Pointer[SeriesLimits]
+	perMetric metricCounts // active series by metric name
+
 	exemplars *exemplarStore
 
 	commitPool sync.Pool
@@ -258,6 +264,7 @@ func Open(dir string, opts Options) (*Head, error) {
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
 	h := &Head{opts: opts, dir: dir, logger: opts.Logger, index: newMemIndex(), meta: map[string][]Metadata{}, exemplars: newExemplarStore(opts.MaxExemplars)}
+	h.SetSeriesLimits(opts.Limits)
 	h.minValid.Store(opts.MinValidTime)
 	h.minT.Store(math.MaxInt64)
 	h.maxT.Store(math.MinInt64)
@@ -409,8 +416,10 @@ func ValidateLabels(lset labels.Labels) error {
 }
 
 // getOrCreate returns the series for lset, creating it (and its group) if new.
-// ref is the series reference to use when replaying, 0 for a new one.
-func (h *Head) getOrCreate(lset labels.Labels, ref uint64) (*memSeries, error) {
+// ref is the series reference to use when replaying, 0 for a new one. lim,
+// when not nil, may refuse a new series with one of limitReasons, before
+// anything is allocated for it; replay passes nil.
+func (h *Head) getOrCreate(lset labels.Labels, ref uint64, lim *SeriesLimits) (*memSeries, error) {
 	hash := lset.Hash()
 	st := &h.series[hash%stripes]
 	st.mu.RLock()
@@ -421,6 +430,13 @@ func (h *Head) getOrCreate(lset labels.Labels, ref uint64) (*memSeries, error) {
 	}
 	if err := ValidateLabels(lset); err != nil {
 		return nil, err
+	}
+	var kb [256]byte
+	key := h.appendGroupKey(kb[:0], lset)
+	if lim != nil {
+		if err := h.checkLimits(lim, lset, key); err != nil {
+			return nil, err
+		}
 	}
 
 	st.mu.Lock()
@@ -442,8 +458,7 @@ func (h *Head) getOrCreate(lset labels.Labels, ref uint64) (*memSeries, error) {
 		h.replicaStored.Store(true)
 	}
 	s = &memSeries{ref: ref, lset: lset.Copy()}
-	var kb [256]byte
-	g := h.groupFor(h.appendGroupKey(kb[:0], lset))
+	g := h.groupFor(key)
 	g.mu.Lock()
 	g.addMember(s)
 	g.mu.Unlock()
@@ -452,6 +467,7 @@ func (h *Head) getOrCreate(lset labels.Labels, ref uint64) (*memSeries, error) {
 
 	h.refs.set(ref, s)
 	h.index.add(ref, s.lset)
+	h.perMetric.inc(s.lset.Get(labels.MetricName))
 	h.counters.series.Add(1)
 	return s, nil
 }
@@ -589,6 +605,7 @@ func (h *Head) AppendBatch(_ context.Context, b *Batch) (AppendResult, error) {
 	cs.series = cs.series[:0]
 	cs.replica = cs.replica[:0]
 	cs.order = cs.order[:0]
+	limits := h.activeLimits()
 
 	var prev *memSeries // the batch's series before this one
 	for i := range b.Series {
@@ -626,12 +643,12 @@ func (h *Head) AppendBatch(_ context.Context, b *Batch) (AppendResult, error) {
 				}
 				if c != nil && replica != "" && labels.Equal(c.lset, lset) {
 					s = c
-				} else if s, err = h.getOrCreate(lset, 0); err == nil && prev != nil {
+				} else if s, err = h.getOrCreate(lset, 0, limits); err == nil && prev != nil {
 					prev.rawNext.Store(s)
 				}
 			}
 			if err != nil {
-				res.Reject(ErrInvalidLabels, len(bs.Samples)+len(bs.Histograms), err.Error())
+				h.rejectSeries(&res, err, limits, lset, len(bs.Samples)+len(bs.Histograms))
 			} else {
 				cs.order = append(cs.order, i)
 			}
@@ -685,7 +702,7 @@ func (h *Head) AppendBatch(_ context.Context, b *Batch) (AppendResult, error) {
 		}
 	}
 	for _, m := range b.Metadata {
-		if h.setMetadata(m) {
+		if h.setMetadata(m, limits) {
 			cs.commit.Metadata = append(cs.commit.Metadata, record.Metadata{Metric: m.Metric, Type: m.Type, Help: m.Help, Unit: m.Unit})
 		}
 	}
@@ -899,7 +916,9 @@ func (h *Head) updateBounds(lo, hi int64) {
 }
 
 // setMetadata records metadata for a metric family; true if it changed.
-func (h *Head) setMetadata(m Metadata) bool {
+// Metadata of a new family beyond lim's MaxMetadata (lim may be nil) is
+// dropped and counted.
+func (h *Head) setMetadata(m Metadata, lim *SeriesLimits) bool {
 	if m.Metric == "" {
 		return false
 	}
@@ -913,6 +932,10 @@ func (h *Head) setMetadata(m Metadata) bool {
 	defer h.metaMu.Unlock()
 	cur = h.meta[m.Metric]
 	if slices.Contains(cur, m) {
+		return false
+	}
+	if cur == nil && lim != nil && lim.MaxMetadata > 0 && len(h.meta) >= lim.MaxMetadata {
+		h.metrics.metadataDropped.Inc()
 		return false
 	}
 	// The newest metadata of a family comes first; keep a few distinct ones.
@@ -973,7 +996,8 @@ func (h *Head) replay() (int, error) {
 		}
 		n++
 		for _, rs := range c.Series {
-			s, err := h.getOrCreate(rs.Labels, rs.Ref)
+			// No limits: what was acknowledged is kept whatever they are now.
+			s, err := h.getOrCreate(rs.Labels, rs.Ref, nil)
 			if err != nil {
 				return fmt.Errorf("record %d: series %d: %w", n, rs.Ref, err)
 			}
@@ -1064,7 +1088,7 @@ func (h *Head) replay() (int, error) {
 		}
 		h.updateBounds(lo, hi)
 		for _, m := range c.Metadata {
-			h.setMetadata(Metadata{Metric: m.Metric, Type: m.Type, Help: m.Help, Unit: m.Unit})
+			h.setMetadata(Metadata{Metric: m.Metric, Type: m.Type, Help: m.Help, Unit: m.Unit}, nil)
 		}
 		for _, e := range c.Exemplars {
 			if s := h.seriesByRef(e.Ref); s != nil {

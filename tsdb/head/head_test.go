@@ -456,7 +456,7 @@ func TestHeadReplayOutOfOrderRecords(t *testing.T) {
 	dir := t.TempDir()
 	h := openHead(t, dir, nil)
 	l := series("x", "job", "j", "instance", "i")
-	s, err := h.getOrCreate(l, 0)
+	s, err := h.getOrCreate(l, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -547,7 +547,7 @@ func TestChunksCutAtBlockBoundaries(t *testing.T) {
 		}
 	}
 	check(g.aligned)
-	s, _ := h.getOrCreate(l2, 0)
+	s, _ := h.getOrCreate(l2, 0, nil)
 	check(s.own())
 	compareModels(t, want, readAll(t, h, math.MinInt64, math.MaxInt64))
 	if c := (chunkCut{blockRange: 100}); c.rangeEnd(-1) != 0 || c.rangeEnd(-100) != 0 || c.rangeEnd(0) != 100 || c.rangeEnd(99) != 100 {

@@ -7,6 +7,9 @@ import (
 // headMetrics exports the head's state to /metrics.
 type headMetrics struct {
 	rejected *prometheus.CounterVec
+	// seriesRefused counts new series refused by each of limitReasons.
+	seriesRefused   [len(limitReasons)]prometheus.Counter
+	metadataDropped prometheus.Counter
 }
 
 func newHeadMetrics(h *Head, reg prometheus.Registerer) *headMetrics {
@@ -19,6 +22,17 @@ func newHeadMetrics(h *Head, reg prometheus.Registerer) *headMetrics {
 	for _, r := range Reasons {
 		m.rejected.WithLabelValues(ReasonLabel(r))
 	}
+	refused := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tandem_head_series_refused_total",
+		Help: "New series the head refused to create because a series limit was reached, by reason.",
+	}, []string{"reason"})
+	for i, r := range limitReasons {
+		m.seriesRefused[i] = refused.WithLabelValues(ReasonLabel(r))
+	}
+	m.metadataDropped = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "tandem_head_metadata_dropped_total",
+		Help: "Metadata of new metric names dropped because the max_metadata limit was reached.",
+	})
 	if reg == nil {
 		return m
 	}
@@ -26,7 +40,7 @@ func newHeadMetrics(h *Head, reg prometheus.Registerer) *headMetrics {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
 	reg.MustRegister(
-		m.rejected,
+		m.rejected, refused, m.metadataDropped,
 		gauge("tandem_head_series", "Series in the head.", func() float64 { return float64(h.counters.series.Load()) }),
 		gauge("tandem_head_groups", "Groups (series sampled together) in the head.", func() float64 { return float64(h.counters.groups.Load()) }),
 		gauge("tandem_head_chunks_mapped_bytes", "Bytes of frozen head chunks in memory-mapped files (<data>/chunks_head), including chunks no longer reachable whose file still holds reachable ones.", func() float64 { return float64(h.chunks.fileBytes.Load()) }),
