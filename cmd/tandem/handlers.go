@@ -18,6 +18,8 @@ type groupsStatus struct {
 	Tenant string `json:"tenant"`
 	// Limits are the tenant's limits in effect, by key (0 = none).
 	Limits map[string]string `json:"limits"`
+	// Usage is how close the tenant is to its series limits.
+	Usage *head.LimitUsage `json:"usage,omitempty"`
 }
 
 // storageHandlers holds the tenants and the write handler, which become
@@ -123,6 +125,8 @@ func (a *storageHandlers) groupsHandler(w http.ResponseWriter, r *http.Request) 
 	data := groupsStatus{Tenant: id, Limits: ts.overrides.For(id).Map()}
 	if t != nil {
 		data.GroupStats = t.db.GroupStats(limit)
+		u := t.db.LimitUsage()
+		data.Usage = &u
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{"status": "success", "data": data})

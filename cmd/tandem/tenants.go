@@ -70,6 +70,10 @@ func (ts *tenants) applyLimits(t *tenantStore) {
 	l := ts.overrides.For(t.id)
 	t.rate.Set(l.IngestionRate, l.Burst(), time.Now())
 	t.gate.Set(l.MaxQueryConcurrency)
+	t.db.SetSeriesLimits(head.SeriesLimits{
+		MaxSeries: l.MaxSeries, MaxSeriesPerMetric: l.MaxSeriesPerMetric, MaxSeriesPerGroup: l.MaxSeriesPerGroup,
+		MaxGroups: l.MaxGroups, MaxMetadata: l.MaxMetadata,
+	})
 }
 
 // apiHandler returns t's API, building it on the first call.

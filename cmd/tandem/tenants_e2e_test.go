@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -398,5 +399,144 @@ func TestTenantQueryLimits(t *testing.T) {
 				t.Errorf("remote read %v as small: %v; want the series limit named", rt, err)
 			}
 		}
+	}
+}
+
+// rssBytes is the resident memory of process pid.
+func rssBytes(t *testing.T, pid int) int64 {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			var kb int64
+			fmt.Sscan(f[1], &kb)
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmRSS")
+	return 0
+}
+
+// TestCardinalityExplosion sends 1M new series as one tenant against its
+// max_series of 100k while another tenant writes as usual: the exploding
+// tenant gets 400s naming the limit, tandem's memory stops growing at the
+// limit, and the other tenant's writes all succeed, quickly.
+func TestCardinalityExplosion(t *testing.T) {
+	const (
+		limit     = 100_000
+		total     = 1_000_000
+		perReq    = 2000
+		senders   = 4
+		steadyLen = 200
+	)
+	lf := filepath.Join(t.TempDir(), "limits.yml")
+	if err := os.WriteFile(lf, []byte(fmt.Sprintf("overrides:\n  explode:\n    max_series: %d\n", limit)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := startTandem(t, t.TempDir(), "--limits.file="+lf)
+	pid := p.cmd.Process.Pid
+	now := time.Now().UnixMilli()
+
+	// The other tenant: one request of the same 200 series every 50 ms.
+	stop := make(chan struct{})
+	steadyDone := make(chan []time.Duration)
+	go func() {
+		var lat []time.Duration
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				steadyDone <- lat
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			req := &prompb.WriteRequest{}
+			for k := range steadyLen {
+				req.Timeseries = append(req.Timeseries, prompb.TimeSeries{
+					Labels:  []prompb.Label{{Name: "__name__", Value: "steady"}, {Name: "instance", Value: "i"}, {Name: "job", Value: "j"}, {Name: "k", Value: fmt.Sprint(k)}},
+					Samples: []prompb.Sample{{Timestamp: now + int64(i)*10, Value: float64(i)}},
+				})
+			}
+			start := time.Now()
+			if code, body := tenantWrite(t, p, "steady", req); code != http.StatusNoContent {
+				t.Errorf("steady tenant write %d: %d %s", i, code, body)
+			}
+			lat = append(lat, time.Since(start))
+		}
+	}()
+
+	var (
+		mu        sync.Mutex
+		refused   int
+		firstBody string
+		rssAtLim  int64
+	)
+	next := make(chan int, total/perReq)
+	for i := 0; i < total/perReq; i++ {
+		next <- i
+	}
+	close(next)
+	began := time.Now()
+	var wg sync.WaitGroup
+	for range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				req := &prompb.WriteRequest{Timeseries: make([]prompb.TimeSeries, perReq)}
+				for k := range perReq {
+					req.Timeseries[k] = prompb.TimeSeries{
+						Labels:  []prompb.Label{{Name: "__name__", Value: "exploding"}, {Name: "instance", Value: "i"}, {Name: "job", Value: "j"}, {Name: "request_id", Value: fmt.Sprintf("%d-%d", i, k)}},
+						Samples: []prompb.Sample{{Timestamp: now, Value: 1}},
+					}
+				}
+				code, body := tenantWrite(t, p, "explode", req)
+				mu.Lock()
+				switch {
+				case code == http.StatusBadRequest && strings.Contains(body, "max_series"):
+					if refused == 0 {
+						firstBody, rssAtLim = body, rssBytes(t, pid)
+					}
+					refused++
+				case code != http.StatusNoContent:
+					t.Errorf("exploding write: %d %s", code, body)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(began)
+	close(stop)
+	lat := <-steadyDone
+	rssEnd := rssBytes(t, pid)
+
+	if refused < (total-limit)/perReq-senders {
+		t.Errorf("%d requests refused, want about %d", refused, (total-limit)/perReq)
+	}
+	t.Logf("1M new series in %v: %d requests refused, e.g. %.200s", elapsed, refused, firstBody)
+	var gs struct {
+		Usage struct {
+			Series int `json:"series"`
+		} `json:"usage"`
+	}
+	code, r := tenantGet(t, p, "explode", "/api/v1/status/groups", nil)
+	if code != http.StatusOK || json.Unmarshal(r.Data, &gs) != nil || gs.Usage.Series < limit || gs.Usage.Series > limit+senders*perReq {
+		t.Errorf("exploding tenant's active series: %d (%d %+v), want %d", gs.Usage.Series, code, r, limit)
+	}
+	t.Logf("tandem RSS: %d MiB when the limit was reached, %d MiB at the end", rssAtLim>>20, rssEnd>>20)
+	if rssEnd > rssAtLim+256<<20 {
+		t.Errorf("RSS grew by %d MiB after the limit was reached", (rssEnd-rssAtLim)>>20)
+	}
+	slices.Sort(lat)
+	if len(lat) < 5 {
+		t.Fatalf("steady tenant sent only %d requests", len(lat))
+	}
+	p50, p99 := lat[len(lat)/2], lat[len(lat)*99/100]
+	t.Logf("steady tenant: %d writes during the explosion, p50 %v, p99 %v", len(lat), p50, p99)
+	if p99 > 2*time.Second {
+		t.Errorf("steady tenant's writes slowed down: p99 %v", p99)
 	}
 }
