@@ -34,6 +34,8 @@ type AlertmanagerClient struct {
 	TLSServerName string
 	// TLSInsecureSkipVerify disables the verification of the Alertmanagers' certificates.
 	TLSInsecureSkipVerify bool
+	// Headers are sent with every request (X-Scope-OrgID for a tenant's alerts).
+	Headers map[string]string
 }
 
 // HTTPClientConfig returns c as Prometheus's HTTP client configuration.
@@ -54,6 +56,12 @@ func (c AlertmanagerClient) HTTPClientConfig() (commonconfig.HTTPClientConfig, e
 		KeyFile:            c.TLSKeyFile,
 		ServerName:         c.TLSServerName,
 		InsecureSkipVerify: c.TLSInsecureSkipVerify,
+	}
+	if len(c.Headers) > 0 {
+		hc.HTTPHeaders = &commonconfig.Headers{Headers: map[string]commonconfig.Header{}}
+		for k, v := range c.Headers {
+			hc.HTTPHeaders.Headers[k] = commonconfig.Header{Values: []string{v}}
+		}
 	}
 	if err := hc.Validate(); err != nil {
 		return hc, fmt.Errorf("Alertmanager client: %w", err)

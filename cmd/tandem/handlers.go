@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"sync"
@@ -66,13 +67,14 @@ func (a *storageHandlers) gatherTenants() ([]*dto.MetricFamily, error) {
 	return ts.Gather()
 }
 
-// reloadLimits reads the limits overrides file again.
-func (a *storageHandlers) reloadLimits() error {
+// reloadTenants reads the limits overrides file and the rule files of the
+// tenants other than the default again.
+func (a *storageHandlers) reloadTenants() error {
 	ts, _ := a.get()
 	if ts == nil {
 		return nil
 	}
-	return ts.overrides.Reload()
+	return errors.Join(ts.overrides.Reload(), ts.reloadRules())
 }
 
 func notReady(w http.ResponseWriter) {

@@ -466,11 +466,7 @@ func runServer(c *config, logger *slog.Logger) error {
 	var ruleSvc atomic.Pointer[rules.Service]
 	// reloadRules reloads the rule files; with --config.file it first reads
 	// the file again, so a changed rules.file list takes effect.
-	reloadRules := func(svc *rules.Service) error {
-		if err := store.reloadLimits(); err != nil {
-			logger.Error("reloading the limits file failed; the previous limits stay in effect", "err", err)
-			return err
-		}
+	reloadDefault := func(svc *rules.Service) error {
 		if c.configFile == "" {
 			return svc.Reload()
 		}
@@ -480,6 +476,15 @@ func runServer(c *config, logger *slog.Logger) error {
 			return fmt.Errorf("reload configuration: %w", err)
 		}
 		return svc.ReloadFiles(nc.ruleFiles)
+	}
+	// reloadRules reloads everything a reload covers: the limits file, the
+	// tenants' rule files and the default tenant's.
+	reloadRules := func(svc *rules.Service) error {
+		err := store.reloadTenants()
+		if err != nil {
+			logger.Error("reloading the limits file or a tenant's rules failed; the previous ones stay in effect", "err", err)
+		}
+		return errors.Join(err, reloadDefault(svc))
 	}
 	mux.Handle("/-/reload", lifecycle(c.security.enableLifecycle, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		svc := ruleSvc.Load()

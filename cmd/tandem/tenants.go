@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -40,6 +42,7 @@ type tenantStore struct {
 	stop context.CancelFunc // ends db.Run
 	done chan struct{}      // closed when db.Run has returned
 
+	rules   *rules.Service               // the tenant's rules (tenants other than the default, with --rules.tenant-dir)
 	newAPI  func() (http.Handler, error) // builds the API over the storage
 	apiOnce sync.Once
 	api     http.Handler
@@ -104,6 +107,47 @@ func (t *tenantStore) serveAPI(w http.ResponseWriter, r *http.Request) {
 		defer leave()
 	}
 	h.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// tenantRuleFiles are tenant id's rule file patterns: --rules.file for the
+// default tenant, and <--rules.tenant-dir>/<id>/*.yml and *.yaml.
+func tenantRuleFiles(c *config, id string) []string {
+	var files []string
+	if id == c.tenancy.defaultID {
+		files = append(files, c.ruleFiles...)
+	}
+	if d := c.tenancy.rulesDir; d != "" {
+		files = append(files, filepath.Join(d, id, "*.yml"), filepath.Join(d, id, "*.yaml"))
+	}
+	return files
+}
+
+// tenantsWithRules lists the tenants with a directory in --rules.tenant-dir:
+// they are opened at start-up, so that their rules run before they write.
+func tenantsWithRules(c *config) []string {
+	if c.tenancy.rulesDir == "" {
+		return nil
+	}
+	entries, _ := os.ReadDir(c.tenancy.rulesDir) // a missing directory holds no rules
+	var ids []string
+	for _, e := range entries {
+		if e.IsDir() && tenant.Validate(e.Name()) == nil && e.Name() != c.tenancy.defaultID {
+			ids = append(ids, e.Name())
+		}
+	}
+	return ids
+}
+
+// reloadRules reloads the rule files of the tenants other than the
+// default (whose rules runServer reloads).
+func (ts *tenants) reloadRules() error {
+	var errs []error
+	ts.reg.Each(func(_ string, t *tenantStore) {
+		if t.rules != nil {
+			errs = append(errs, t.rules.Reload())
+		}
+	})
+	return errors.Join(errs...)
 }
 
 // reapplyLimits applies every open tenant's limits again (after a reload).
@@ -221,6 +265,7 @@ type tenancyConfig struct {
 	defaultID         string
 	federation        bool
 	maxTenants        int
+	rulesDir          string
 	limitsFile        string
 	limitsReload      time.Duration
 	rateLimitedStatus int
@@ -234,6 +279,7 @@ func addTenancyFlags(fs *flag.FlagSet, c *tenancyConfig) {
 	fs.StringVar(&c.defaultID, "tenant.default", tenant.DefaultID, "Tenant of requests that name none; its data is the data directory itself, the other tenants' are under <storage.path>/tenants/<id>.")
 	fs.BoolVar(&c.federation, "tenant.federation", false, "Let queries name several tenants joined by | (tenant-a|tenant-b) and read all of them.")
 	fs.IntVar(&c.maxTenants, "tenant.max-tenants", 1000, "Most tenants (each has its own storage); a write of a new tenant beyond it is refused (400); 0 = no limit.")
+	fs.StringVar(&c.rulesDir, "rules.tenant-dir", "", "Directory of per-tenant rule files: <dir>/<tenant>/*.yml (and *.yaml) are evaluated over that tenant's data, their alerts sent with X-Scope-OrgID: <tenant>; reloaded with the other rule files. The default tenant's are --rules.file and <dir>/<default tenant>/.")
 	fs.StringVar(&c.limitsFile, "limits.file", "", "YAML file of per-tenant limits (overrides: {<tenant>: {max_series: 100000, ...}}) over the --limits.* defaults; read again every --limits.reload-interval, on SIGHUP and on /-/reload.")
 	durationVar(fs, &c.limitsReload, "limits.reload-interval", 10*time.Second, "How often --limits.file is read again; 0 reads it only on SIGHUP and /-/reload.")
 	fs.IntVar(&c.rateLimitedStatus, "limits.rate-limited-status", http.StatusTooManyRequests, "Status of writes over a tenant's ingestion rate: 429 (Prometheus drops them unless its queue_config sets retry_on_http_429) or 503 (Prometheus retries them).")
@@ -317,9 +363,9 @@ func openTenants(c *config, hopts head.Options, logger *slog.Logger, reg *promet
 		}
 		ao.Flags = rulesFlags(c, extURL)
 		ao.SkipOpenAPI = true // ts.empty serves /api/v1/openapi.yaml for all
-		if id == c.tenancy.defaultID {
-			svc, err := rules.New(db, eng, rules.Options{
-				Files:              c.ruleFiles,
+		if files := tenantRuleFiles(c, id); id == c.tenancy.defaultID || len(files) > 0 {
+			ro := rules.Options{
+				Files:              files,
 				EvaluationInterval: c.evalInterval,
 				QueryOffset:        c.ruleQueryOffset,
 				OutageTolerance:    c.outageTolerance,
@@ -330,16 +376,26 @@ func openTenants(c *config, hopts head.Options, logger *slog.Logger, reg *promet
 				Alertmanagers:      c.alertmanagers,
 				AlertmanagerClient: c.amClient,
 				QueueCapacity:      c.amQueueCapacity,
-				Logger:             logger,
+				Logger:             tlog,
 				Registerer:         reg,
-			})
+			}
+			if id != c.tenancy.defaultID {
+				// A tenant's alerts name it, for a multi-tenant Alertmanager.
+				ro.AlertmanagerClient.Headers = map[string]string{tenant.DefaultHeader: id}
+				ro.Registerer = t.reg
+			}
+			svc, err := rules.New(db, eng, ro)
 			if err != nil {
 				db.Close()
 				return nil, fmt.Errorf("rules: %w", err)
 			}
 			ao.Rules, ao.Alertmanagers = svc, svc
 			ao.RegisterFeatures, ao.LastReload = svc.RegisterFeatures, svc.LastReload
-			setRules(svc)
+			if id == c.tenancy.defaultID {
+				setRules(svc) // run and reloaded by runServer
+			} else {
+				t.rules = svc
+			}
 		}
 		// The API is built on the tenant's first read: building Prometheus's
 		// API handler costs ~80 ms and ~25 MB of garbage (its OpenAPI
@@ -357,7 +413,18 @@ func openTenants(c *config, hopts head.Options, logger *slog.Logger, reg *promet
 		t.stop = cancel
 		go func() {
 			defer close(t.done)
+			if t.rules == nil {
+				db.Run(ctx)
+				return
+			}
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				if err := t.rules.Run(ctx); err != nil {
+					tlog.Error("rule evaluation stopped", "err", err)
+				}
+			})
 			db.Run(ctx)
+			wg.Wait()
 		}()
 		if id != c.tenancy.defaultID {
 			tlog.Info("opened tenant storage", "dir", dir)
@@ -377,6 +444,7 @@ func openTenants(c *config, hopts head.Options, logger *slog.Logger, reg *promet
 		ts.reg.Close()
 		return nil, err
 	}
+	ids = append(ids, tenantsWithRules(c)...)
 	for _, id := range ids {
 		if _, err := ts.reg.Open(id); err != nil {
 			ts.reg.Close()
