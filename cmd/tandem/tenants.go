@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -65,7 +64,67 @@ type tenants struct {
 	// empty serves reads of tenants that never wrote: an API over no data,
 	// so that reads do not create tenants.
 	empty http.Handler
-	ready atomic.Bool
+	// newFederated builds the API over several tenants (--tenant.federation).
+	newFederated func(ids []string) (http.Handler, error)
+	fedMu        sync.Mutex
+	fed          map[string]http.Handler // by the tenants joined with |
+}
+
+// maxFederated bounds the federated APIs kept (each cost ~80 ms to build).
+const maxFederated = 64
+
+// federated returns the API over the tenants ids.
+func (ts *tenants) federated(ids []string) (http.Handler, error) {
+	key := strings.Join(ids, "|")
+	ts.fedMu.Lock()
+	defer ts.fedMu.Unlock()
+	if h, ok := ts.fed[key]; ok {
+		return h, nil
+	}
+	h, err := ts.newFederated(ids)
+	if err != nil {
+		return nil, fmt.Errorf("create the API of tenants %s: %w", key, err)
+	}
+	if len(ts.fed) >= maxFederated || ts.fed == nil {
+		ts.fed = map[string]http.Handler{}
+	}
+	ts.fed[key] = h
+	return h, nil
+}
+
+// members returns the open tenants among ids, each bound by its query limits.
+func (ts *tenants) members(ids []string) []tenant.Member {
+	var out []tenant.Member
+	for _, id := range ids {
+		if t, ok := ts.reg.Get(id); ok {
+			out = append(out, tenant.Member{ID: id, Q: limits.Queryable(t.db, func() limits.Limits { return ts.overrides.For(id) })})
+		}
+	}
+	return out
+}
+
+// federatedMetadata merges the metadata of the open tenants among ids.
+type federatedMetadata struct {
+	ts  *tenants
+	ids []string
+}
+
+func (m federatedMetadata) MetricMetadata(metric string, limit, perMetric int) map[string][]api.MetricMetadata {
+	out := map[string][]api.MetricMetadata{}
+	for _, id := range m.ids {
+		t, ok := m.ts.reg.Get(id)
+		if !ok {
+			continue
+		}
+		for name, list := range (storageMetadata{t.db}).MetricMetadata(metric, limit, perMetric) {
+			for _, md := range list {
+				if !slices.Contains(out[name], md) && (perMetric <= 0 || len(out[name]) < perMetric) {
+					out[name] = append(out[name], md)
+				}
+			}
+		}
+	}
+	return out
 }
 
 // applyLimits sets t's limits, from the overrides in effect.
@@ -180,7 +239,7 @@ func (ts *tenants) WriteTenant(r *http.Request) (remote.WriteTenant, error) {
 func (ts *tenants) readTenant(w http.ResponseWriter, r *http.Request) (*tenantStore, error) {
 	ids, err := ts.resolver.Read(r)
 	if err == nil && len(ids) > 1 {
-		err = errors.New("queries across tenants are not supported yet")
+		err = errors.New("this endpoint reads one tenant; only the query API federates tenants")
 	}
 	if err != nil {
 		writeAPIError(w, http.StatusBadRequest, "bad_data", err.Error())
@@ -190,12 +249,24 @@ func (ts *tenants) readTenant(w http.ResponseWriter, r *http.Request) (*tenantSt
 	return t, nil
 }
 
-// serveAPI serves the Prometheus HTTP API of the request's tenant.
+// serveAPI serves the Prometheus HTTP API of the request's tenant, or of
+// several tenants federated.
 func (ts *tenants) serveAPI(w http.ResponseWriter, r *http.Request) {
-	t, err := ts.readTenant(w, r)
+	ids, err := ts.resolver.Read(r)
 	if err != nil {
+		writeAPIError(w, http.StatusBadRequest, "bad_data", err.Error())
 		return
 	}
+	if len(ids) > 1 {
+		h, err := ts.federated(ids)
+		if err != nil {
+			writeAPIError(w, http.StatusInternalServerError, "internal", err.Error())
+			return
+		}
+		h.ServeHTTP(w, r.WithContext(limits.NewQueryContext(r.Context())))
+		return
+	}
+	t, _ := ts.reg.Get(ids[0])
 	if t == nil || r.URL.Path == "/api/v1/openapi.yaml" {
 		ts.empty.ServeHTTP(w, r)
 		return
@@ -337,6 +408,13 @@ func openTenants(c *config, hopts head.Options, logger *slog.Logger, reg *promet
 		return nil, fmt.Errorf("create API: %w", err)
 	}
 
+	ts.newFederated = func(ids []string) (http.Handler, error) {
+		fo := emptyOpts
+		fo.Queryable = tenant.Federate(func() []tenant.Member { return ts.members(ids) })
+		fo.Metadata = federatedMetadata{ts, ids}
+		fo.SkipOpenAPI = true
+		return api.NewHandler(fo, eng)
+	}
 	open := func(id, dir string) (*tenantStore, error) {
 		t := &tenantStore{id: id, dir: dir, reg: prometheus.NewRegistry(), done: make(chan struct{})}
 		tlog := logger

@@ -637,3 +637,63 @@ func TestTenantRules(t *testing.T) {
 		}
 	}
 }
+
+// TestTenantFederation reads two tenants at once with --tenant.federation:
+// every series carries __tenant_id__, which also selects tenants, and
+// tenants that never wrote add nothing.
+func TestTenantFederation(t *testing.T) {
+	p := startTandem(t, t.TempDir(), "--tenant.federation")
+	t0 := time.Now().Add(-5 * time.Minute).UnixMilli()
+	for tn, name := range map[string]string{"team-a": "a", "team-b": "b", "": "anon"} {
+		if code, body := tenantWrite(t, p, tn, tenantRequest(name, t0)); code != http.StatusNoContent {
+			t.Fatalf("write %s: %d %s", tn, code, body)
+		}
+	}
+	const both = "team-b|team-a|team-z"
+	get := func(path string, params url.Values, out any) {
+		t.Helper()
+		code, r := tenantGet(t, p, both, path, params)
+		if code != http.StatusOK || json.Unmarshal(r.Data, out) != nil {
+			t.Fatalf("%s as %s: %d %+v", path, both, code, r)
+		}
+	}
+	at := fmtTime(t0 + 60000)
+	var q queryData
+	get("/api/v1/query", url.Values{"query": {`count by (__tenant_id__, job) ({__name__=~".+"})`}, "time": {at}}, &q)
+	if got := labelsOf(decodeResult(t, q)); !slices.Equal(got, []string{`{__tenant_id__="team-a", job="a"}`, `{__tenant_id__="team-b", job="b"}`}) {
+		t.Errorf("federated query: %v", got)
+	}
+	get("/api/v1/query", url.Values{"query": {`sum by (job) ({__tenant_id__="team-b"})`}, "time": {at}}, &q)
+	if got := labelsOf(decodeResult(t, q)); !slices.Equal(got, []string{`{job="b"}`}) {
+		t.Errorf("selecting a tenant by __tenant_id__: %v", got)
+	}
+	var ser []map[string]string
+	get("/api/v1/series", url.Values{"match[]": {`{job=~".+"}`}}, &ser)
+	if len(ser) != 4 {
+		t.Errorf("federated series: %v", ser)
+	}
+	for _, s := range ser {
+		if s["__tenant_id__"] != "team-"+s["job"] {
+			t.Errorf("series without its tenant: %v", s)
+		}
+	}
+	var vals []string
+	get("/api/v1/label/__tenant_id__/values", nil, &vals)
+	if !slices.Equal(vals, []string{"team-a", "team-b"}) {
+		t.Errorf("tenant label values: %v", vals)
+	}
+	var names []string
+	get("/api/v1/labels", nil, &names)
+	if !slices.Contains(names, "__tenant_id__") || !slices.Contains(names, "job") {
+		t.Errorf("federated label names: %v", names)
+	}
+	var md map[string][]map[string]string
+	get("/api/v1/metadata", nil, &md)
+	if len(md) != 2 || md["a_metric"] == nil || md["b_metric"] == nil {
+		t.Errorf("federated metadata: %v", md)
+	}
+	// Writes still name one tenant.
+	if code, body := tenantWrite(t, p, "team-a|team-b", tenantRequest("x", t0)); code != http.StatusBadRequest {
+		t.Errorf("federated write: %d %s, want 400", code, body)
+	}
+}
