@@ -53,6 +53,8 @@ type Limits struct {
 	MaxFetchedSeriesPerQuery int `yaml:"max_fetched_series_per_query" help:"Series one query, series, labels or remote-read request may read; more fail the query (422); 0 = no limit."`
 	// MaxQueryLength bounds the time range a query spans (its end minus its start, plus its longest range and offset).
 	MaxQueryLength model.Duration `yaml:"max_query_length" help:"Longest time range a query may span (end - start plus its longest selector range and offset); longer fail (400); 0 = no limit."`
+	// RetentionTime is how long the tenant's blocks are kept (relative to its newest sample); 0 means --storage.retention.time.
+	RetentionTime model.Duration `yaml:"retention_time" help:"How long a tenant's blocks are kept (relative to its newest sample); 0 = --storage.retention.time."`
 	// MaxQueryConcurrency bounds the tenant's queries running at once; more wait (the server-wide --query.max-concurrency applies too).
 	MaxQueryConcurrency int `yaml:"max_query_concurrency" help:"Queries of one tenant run at once (beyond --query.max-concurrency, which bounds all); more wait; 0 = no limit."`
 }

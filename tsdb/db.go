@@ -477,6 +477,14 @@ func threadCPU() float64 {
 // rusageThread is RUSAGE_THREAD (Linux).
 const rusageThread = 1
 
+// SetRetentionTime changes the retention time (0 keeps everything), from
+// the next retention pass on.
+func (db *DB) SetRetentionTime(d time.Duration) {
+	db.maintMu.Lock()
+	defer db.maintMu.Unlock()
+	db.opts.RetentionTime = d
+}
+
 // ApplyRetention deletes blocks beyond the retention time and size.
 func (db *DB) ApplyRetention() error {
 	db.maintMu.Lock()

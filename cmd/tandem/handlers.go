@@ -133,3 +133,38 @@ func (a *storageHandlers) groupsHandler(w http.ResponseWriter, r *http.Request) 
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{"status": "success", "data": data})
 }
+
+// deleteTenantHandler serves POST /api/v1/admin/tenant/delete: it deletes
+// the storage of the tenant the request names (X-Scope-OrgID), all its data,
+// when the admin API is enabled. A later write of the tenant starts it anew.
+func (a *storageHandlers) deleteTenantHandler(enabled bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case !enabled: // as Prometheus answers its admin API without --web.enable-admin-api
+			writeAPIError(w, http.StatusInternalServerError, "unavailable", "admin APIs disabled")
+			return
+		case r.Method != http.MethodPost && r.Method != http.MethodPut:
+			w.Header().Set("Allow", "POST, PUT")
+			writeAPIError(w, http.StatusMethodNotAllowed, "bad_data", "method "+r.Method+" not allowed")
+			return
+		}
+		ts, _ := a.get()
+		if ts == nil {
+			writeAPIError(w, http.StatusServiceUnavailable, "unavailable", "tandem is not ready: replaying the WAL")
+			return
+		}
+		id, err := ts.resolver.Single(r)
+		if err == nil && id == ts.resolver.Default {
+			err = errors.New("the default tenant's data is the data directory itself and cannot be deleted; name a tenant in " + ts.resolver.Header)
+		}
+		if err != nil {
+			writeAPIError(w, http.StatusBadRequest, "bad_data", err.Error())
+			return
+		}
+		if err := ts.reg.Delete(id); err != nil {
+			writeAPIError(w, http.StatusInternalServerError, "internal", err.Error())
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+}

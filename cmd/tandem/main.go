@@ -462,6 +462,7 @@ func runServer(c *config, logger *slog.Logger) error {
 	mux.Handle("/api/v1/", instrument("api", http.HandlerFunc(store.serveAPI)))
 	mux.Handle("/api/v1/write", instrument("write", http.HandlerFunc(store.serveWrite)))
 	mux.Handle("/api/v1/status/groups", instrument("groups", http.HandlerFunc(store.groupsHandler)))
+	mux.Handle("/api/v1/admin/tenant/delete", instrument("delete_tenant", store.deleteTenantHandler(c.enableAdmin)))
 	// Rule reloads (POST/PUT /-/reload, SIGHUP) reach the rules once they are loaded.
 	var ruleSvc atomic.Pointer[rules.Service]
 	// reloadRules reloads the rule files; with --config.file it first reads

@@ -64,6 +64,8 @@ type tenants struct {
 	// empty serves reads of tenants that never wrote: an API over no data,
 	// so that reads do not create tenants.
 	empty http.Handler
+	// retention is --storage.retention.time, for tenants whose limits set none.
+	retention time.Duration
 	// newFederated builds the API over several tenants (--tenant.federation).
 	newFederated func(ids []string) (http.Handler, error)
 	fedMu        sync.Mutex
@@ -132,6 +134,11 @@ func (ts *tenants) applyLimits(t *tenantStore) {
 	l := ts.overrides.For(t.id)
 	t.rate.Set(l.IngestionRate, l.Burst(), time.Now())
 	t.gate.Set(l.MaxQueryConcurrency)
+	rt := time.Duration(l.RetentionTime)
+	if rt == 0 {
+		rt = ts.retention
+	}
+	t.db.SetRetentionTime(rt)
 	t.db.SetSeriesLimits(head.SeriesLimits{
 		MaxSeries: l.MaxSeries, MaxSeriesPerMetric: l.MaxSeriesPerMetric, MaxSeriesPerGroup: l.MaxSeriesPerGroup,
 		MaxGroups: l.MaxGroups, MaxMetadata: l.MaxMetadata,
@@ -389,6 +396,7 @@ func openTenants(c *config, hopts head.Options, logger *slog.Logger, reg *promet
 	ts := &tenants{
 		resolver:  tenant.Resolver{Header: c.tenancy.header, Default: c.tenancy.defaultID, Federation: c.tenancy.federation},
 		overrides: overrides,
+		retention: c.retentionTime,
 	}
 	base := api.Options{
 		Logger: logger, Registerer: reg, Gatherer: reg,

@@ -697,3 +697,98 @@ func TestTenantFederation(t *testing.T) {
 		t.Errorf("federated write: %d %s, want 400", code, body)
 	}
 }
+
+// TestTenantRetention gives one tenant a retention of 10 minutes in the
+// limits file: its old blocks are deleted, another tenant's are kept.
+func TestTenantRetention(t *testing.T) {
+	lf := filepath.Join(t.TempDir(), "limits.yml")
+	if err := os.WriteFile(lf, []byte("overrides:\n  short:\n    retention_time: 10m\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := startTandem(t, t.TempDir(), "--limits.file="+lf, "--storage.block-range=2m", "--head.maintenance-interval=50ms")
+	now := time.Now().UnixMilli()
+	for _, tn := range []string{"short", "long"} {
+		ts := prompb.TimeSeries{Labels: []prompb.Label{{Name: "__name__", Value: "m"}, {Name: "job", Value: "j"}}}
+		for k := 240; k >= 0; k-- { // an hour at 15 s
+			ts.Samples = append(ts.Samples, prompb.Sample{Timestamp: now - int64(k)*15000, Value: 1})
+		}
+		if code, body := tenantWrite(t, p, tn, &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{ts}}); code != http.StatusNoContent {
+			t.Fatalf("write %s: %d %s", tn, code, body)
+		}
+	}
+	count := func(tn string) float64 {
+		code, r := tenantGet(t, p, tn, "/api/v1/query", url.Values{"query": {"count_over_time(m[2h])"}, "time": {fmtTime(now)}})
+		var d queryData
+		if code != http.StatusOK || json.Unmarshal(r.Data, &d) != nil {
+			t.Fatalf("query as %s: %d %+v", tn, code, r)
+		}
+		if got := decodeResult(t, d); len(got) == 1 {
+			return got[0].V[0]
+		}
+		return 0
+	}
+	for deadline := time.Now().Add(20 * time.Second); count("short") > 60; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("tenant short still has %v samples of the last hour; its retention is 10m\n%s", count("short"), p.log)
+		}
+	}
+	if got := count("long"); got != 241 {
+		t.Errorf("tenant long has %v samples, want all 241", got)
+	}
+}
+
+// TestTenantDelete deletes one tenant through the admin API: its directory
+// and data are gone, the other tenant's stay, and it can write anew.
+func TestTenantDelete(t *testing.T) {
+	dir := t.TempDir()
+	p := startTandem(t, dir, "--web.enable-admin-api")
+	t0 := time.Now().Add(-5 * time.Minute).UnixMilli()
+	for tn, name := range map[string]string{"team-a": "a", "team-b": "b"} {
+		if code, body := tenantWrite(t, p, tn, tenantRequest(name, t0)); code != http.StatusNoContent {
+			t.Fatalf("write %s: %d %s", tn, code, body)
+		}
+	}
+	del := func(p *tandemProc, tn string) int {
+		hr, _ := http.NewRequest(http.MethodPost, p.url+"/api/v1/admin/tenant/delete", nil)
+		if tn != "" {
+			hr.Header.Set("X-Scope-OrgID", tn)
+		}
+		resp, err := http.DefaultClient.Do(hr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	series := func(tn string) int {
+		var ser []map[string]string
+		code, r := tenantGet(t, p, tn, "/api/v1/series", url.Values{"match[]": {`{job=~".+"}`}})
+		if code != http.StatusOK || json.Unmarshal(r.Data, &ser) != nil {
+			t.Fatalf("series as %s: %d %+v", tn, code, r)
+		}
+		return len(ser)
+	}
+	if code := del(p, ""); code != http.StatusBadRequest {
+		t.Errorf("deleting the default tenant: %d, want 400", code)
+	}
+	if code := del(p, "team-a"); code != http.StatusNoContent {
+		t.Fatalf("delete team-a: %d", code)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "tenants", "team-a")); !os.IsNotExist(err) {
+		t.Errorf("team-a's directory after the delete: %v", err)
+	}
+	if a, b := series("team-a"), series("team-b"); a != 0 || b != 2 {
+		t.Errorf("after deleting team-a: team-a %d series, team-b %d", a, b)
+	}
+	if code, body := tenantWrite(t, p, "team-a", tenantRequest("a2", t0)); code != http.StatusNoContent {
+		t.Fatalf("write team-a again: %d %s", code, body)
+	}
+	if got := series("team-a"); got != 2 {
+		t.Errorf("team-a written anew: %d series", got)
+	}
+	p.signal(syscall.SIGTERM)
+	p = startTandem(t, dir)
+	if code := del(p, "team-b"); code != http.StatusInternalServerError {
+		t.Errorf("delete without --web.enable-admin-api: %d, want 500 (admin APIs disabled)", code)
+	}
+}
