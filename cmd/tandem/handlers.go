@@ -52,6 +52,9 @@ func (a *storageHandlers) ready() bool {
 // the default tenant's WAL stands for the disk all tenants share.
 func (a *storageHandlers) writable() error {
 	ts, _ := a.get()
+	if ts == nil {
+		return nil
+	}
 	if t, ok := ts.reg.Get(ts.resolver.Default); ok {
 		return t.db.Writable()
 	}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -149,6 +150,9 @@ func BenchmarkTenantOpen(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer ts.reg.Close()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
@@ -156,4 +160,8 @@ func BenchmarkTenantOpen(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	b.StopTimer()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/float64(b.N), "heap-B/tenant")
 }
