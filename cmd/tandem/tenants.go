@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/storage"
 
 	"github.com/tandem-tsdb/tandem/limits"
@@ -64,6 +65,7 @@ type tenants struct {
 	// empty serves reads of tenants that never wrote: an API over no data,
 	// so that reads do not create tenants.
 	empty http.Handler
+	engines engineSet
 	// retention is --storage.retention.time, for tenants whose limits set none.
 	retention time.Duration
 	// newFederated builds the API over several tenants (--tenant.federation).
@@ -407,7 +409,11 @@ func openTenants(c *config, hopts head.Options, logger *slog.Logger, reg *promet
 		},
 		Version: version, Revision: revision, Branch: branch, BuildDate: buildDate,
 	}
+	// Engines for tenants with their own max_samples_per_query share the
+	// concurrency bound of the server's engine.
+	base.Engine.QueryTracker = engine.NewConcurrencyLimiter(base.EngineOptions().WithDefaults().MaxConcurrentQueries)
 	eng := engine.New(base.EngineOptions())
+	ts.engines = engineSet{opts: base.EngineOptions(), def: eng, maxSamples: c.maxSamples}
 	emptyOpts := base
 	emptyOpts.Queryable, emptyOpts.Registerer = emptyStorage{}, nil
 	emptyOpts.Flags = rulesFlags(c, extURL)
@@ -487,7 +493,8 @@ func openTenants(c *config, hopts head.Options, logger *slog.Logger, reg *promet
 		// API handler costs ~80 ms and ~25 MB of garbage (its OpenAPI
 		// document), which a tenant that only writes never needs.
 		securityAPIOptions(&ao, &c.security)
-		t.newAPI = func() (http.Handler, error) { return api.NewHandler(ao, eng) }
+		teng := tenantEngine{ts: ts, id: id}
+		t.newAPI = func() (http.Handler, error) { return api.NewHandler(ao, teng) }
 		if id == c.tenancy.defaultID {
 			if _, err := t.apiHandler(); err != nil { // fail start-up, not the first query
 				db.Close()
@@ -538,4 +545,55 @@ func openTenants(c *config, hopts head.Options, logger *slog.Logger, reg *promet
 		}
 	}
 	return ts, nil
+}
+
+// engineSet holds the PromQL engines of the sample limits in use: the
+// server's (--query.max-samples) and one per other max_samples_per_query.
+type engineSet struct {
+	opts       engine.Options
+	def        promql.QueryEngine
+	maxSamples int
+	mu         sync.Mutex
+	by         map[int]promql.QueryEngine
+}
+
+// forLimit returns the engine loading at most n samples per query (0: the server's).
+func (s *engineSet) forLimit(n int) promql.QueryEngine {
+	if n <= 0 || n == s.maxSamples {
+		return s.def
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e, ok := s.by[n]; ok {
+		return e
+	}
+	if s.by == nil {
+		s.by = map[int]promql.QueryEngine{}
+	}
+	o := s.opts
+	o.MaxSamples, o.Registerer = n, nil // the server's engine has the metrics
+	e := engine.New(o)
+	s.by[n] = e
+	return e
+}
+
+// tenantEngine runs each query of a tenant on the engine of its
+// max_samples_per_query in effect.
+type tenantEngine struct {
+	ts *tenants
+	id string
+}
+
+func (e tenantEngine) engine() promql.QueryEngine {
+	return e.ts.engines.forLimit(e.ts.overrides.For(e.id).MaxSamplesPerQuery)
+}
+
+// NewInstantQuery implements promql.QueryEngine.
+func (e tenantEngine) NewInstantQuery(ctx context.Context, q storage.Queryable, opts promql.QueryOpts, qs string, ts time.Time) (promql.Query, error) {
+	return e.engine().NewInstantQuery(ctx, q, opts, qs, ts)
+}
+
+// NewRangeQuery implements promql.QueryEngine.
+func (e tenantEngine) NewRangeQuery(ctx context.Context, q storage.Queryable, opts promql.QueryOpts, qs string, start, end time.Time, interval time.Duration) (promql.Query, error) {
+	return e.engine().NewRangeQuery(ctx, q, opts, qs, start, end, interval)
 }

@@ -42,6 +42,9 @@ type Options struct {
 	MaxSamples int
 	// MaxConcurrentQueries bounds concurrently executing queries (default 20).
 	MaxConcurrentQueries int
+	// QueryTracker, when set, bounds concurrent queries instead of
+	// MaxConcurrentQueries: engines sharing one share the bound.
+	QueryTracker promql.QueryTracker
 	// DisablePushdown leaves every query to Prometheus's engine alone
 	// (see package pushdown); by default aggregations of selectors and of
 	// range functions are evaluated by tandem in one pass on all cores.
@@ -104,7 +107,7 @@ func engineOpts(opts Options, reg features.Collector) promql.EngineOpts {
 		Reg:                opts.Registerer,
 		MaxSamples:         opts.MaxSamples,
 		Timeout:            opts.QueryTimeout,
-		ActiveQueryTracker: newConcurrencyLimiter(opts.MaxConcurrentQueries),
+		ActiveQueryTracker: tracker(opts),
 		LookbackDelta:      opts.LookbackDelta,
 		NoStepSubqueryIntervalFn: func(int64) int64 {
 			return defaultEvaluationInterval.Milliseconds()
@@ -165,6 +168,20 @@ func RegisterFeatures(reg features.Collector, opts Options) {
 	reg.Enable(features.PromQL, "per_query_lookback_delta")
 	reg.Enable(features.PromQL, "subqueries")
 	eo.Parser.RegisterFeatures(reg)
+}
+
+// tracker is the query tracker of an engine of opts.
+func tracker(opts Options) promql.QueryTracker {
+	if opts.QueryTracker != nil {
+		return opts.QueryTracker
+	}
+	return NewConcurrencyLimiter(opts.MaxConcurrentQueries)
+}
+
+// NewConcurrencyLimiter returns a query tracker that only bounds the queries
+// running at once, for engines sharing the bound (Options.QueryTracker).
+func NewConcurrencyLimiter(maxConcurrent int) promql.QueryTracker {
+	return newConcurrencyLimiter(maxConcurrent)
 }
 
 // concurrencyLimiter is a promql.QueryTracker that only bounds the number of
