@@ -99,6 +99,9 @@ func TestSetMaxExemplarsShrink(t *testing.T) {
 		t.Fatalf("MaxExemplars %d, want 4", got)
 	}
 	x.expect("b6000", "b7000", "a8000", "b9000")
+	if u := x.h.LimitUsage(); u.Exemplars != 4 {
+		t.Fatalf("LimitUsage: %d exemplars, want 4", u.Exemplars)
+	}
 	// a's newest (8000) and b's (9000) are still known.
 	if x.add("a", 7500) || x.add("b", 8500) {
 		t.Fatal("an exemplar older than its series' newest kept one was written")
