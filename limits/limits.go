@@ -27,7 +27,8 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// Limits are one tenant's limits; 0 means no limit.
+// Limits are one tenant's limits; 0 means no limit, except for
+// MaxExemplars, where 0 stores no exemplars.
 type Limits struct {
 	// IngestionRate is the samples (floats and native histograms) per second a tenant may write, averaged over IngestionBurst.
 	IngestionRate float64 `yaml:"ingestion_rate" help:"Samples (floats and native histograms) per second a tenant may write; more get 429 (or --limits.rate-limited-status) with Retry-After; 0 = no limit."`
@@ -43,6 +44,9 @@ type Limits struct {
 	MaxGroups int `yaml:"max_groups" help:"Groups per tenant; a series of a new group beyond it is refused (400)."`
 	// MaxMetadata bounds the metric names with metadata kept; more metadata is dropped.
 	MaxMetadata int `yaml:"max_metadata" help:"Metric names with metadata kept per tenant; more metadata is dropped."`
+	// MaxExemplars is the number of exemplars the tenant's head keeps (the
+	// newest; older ones leave it). Unlike the other limits, 0 means none.
+	MaxExemplars int `yaml:"max_exemplars" help:"Exemplars kept per tenant (the newest, in its head; older ones are dropped, no write is refused); 0 stores none (not: no limit)."`
 	// MaxLabelsPerSeries bounds the labels of a series or an exemplar.
 	MaxLabelsPerSeries int `yaml:"max_labels_per_series" help:"Most labels a series (or an exemplar) may have; a series with more is refused (400), an exemplar with more is not written."`
 	// MaxLabelNameLength bounds a label name's bytes.
@@ -71,6 +75,7 @@ func Defaults() Limits {
 		MaxSeriesPerGroup:   500_000,
 		MaxGroups:           1_000_000,
 		MaxMetadata:         100_000,
+		MaxExemplars:        100_000, // head.DefaultOptions().MaxExemplars
 		MaxLabelsPerSeries:  64,
 		MaxLabelNameLength:  1024,
 		MaxLabelValueLength: 4096,

@@ -9,6 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/model"
+
+	"github.com/tandem-tsdb/tandem/tsdb/head"
 )
 
 func TestOverridesFile(t *testing.T) {
@@ -109,5 +111,21 @@ func TestBucket(t *testing.T) {
 	}
 	if Retry(10*time.Millisecond) != 1 || Retry(2500*time.Millisecond) != 3 {
 		t.Errorf("Retry: %d %d", Retry(10*time.Millisecond), Retry(2500*time.Millisecond))
+	}
+}
+
+func TestMaxExemplars(t *testing.T) {
+	if got, want := Defaults().MaxExemplars, head.DefaultOptions().MaxExemplars; got != want {
+		t.Errorf("default max_exemplars %d, want the head's default %d", got, want)
+	}
+	got, err := parse([]byte("overrides:\n  a:\n    max_exemplars: 0\n  b:\n    max_exemplars: 7\n"), Defaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["a"].MaxExemplars != 0 || got["b"].MaxExemplars != 7 || got["b"].MaxSeries != Defaults().MaxSeries {
+		t.Errorf("overrides: a %d, b %d", got["a"].MaxExemplars, got["b"].MaxExemplars)
+	}
+	if _, err := parse([]byte("overrides:\n  a:\n    max_exemplars: -1\n"), Defaults()); err == nil || !strings.Contains(err.Error(), "max_exemplars") {
+		t.Errorf("a negative max_exemplars: %v", err)
 	}
 }

@@ -169,6 +169,9 @@ func (db *DB) MetricMetadata(metric string, limit, limitPerMetric int) map[strin
 // SetSeriesLimits changes the head's series limits at run time (see head.Head.SetSeriesLimits).
 func (db *DB) SetSeriesLimits(l head.SeriesLimits) { db.head.SetSeriesLimits(l) }
 
+// SetMaxExemplars changes how many exemplars the head keeps (see head.Head.SetMaxExemplars).
+func (db *DB) SetMaxExemplars(n int) { db.head.SetMaxExemplars(n) }
+
 // LimitUsage reports the head's usage of its series limits (see head.Head.LimitUsage).
 func (db *DB) LimitUsage() head.LimitUsage { return db.head.LimitUsage() }
 

@@ -669,3 +669,35 @@ func TestDBExemplarsInvalidLabels(t *testing.T) {
 	}
 	checkExemplars(t, db, m, math.MinInt64, math.MaxInt64)
 }
+
+// TestDBSetMaxExemplars: the DB passes a new exemplar limit to its head;
+// queries and flushes see the newest exemplars it kept.
+func TestDBSetMaxExemplars(t *testing.T) {
+	db := openDB(t, t.TempDir(), exemplarOpts)
+	defer db.Close()
+	all := exModel{}
+	appendExemplars(t, db, all, 0, 10*60000) // 20 exemplars, two a minute
+	db.SetMaxExemplars(4)
+	if got := db.head.Options().MaxExemplars; got != 4 {
+		t.Fatalf("head options: MaxExemplars %d, want 4", got)
+	}
+	kept := exModel{}
+	for _, r := range all {
+		for _, e := range r.Exemplars {
+			if e.Ts >= 8*60000 {
+				kept.add(r.SeriesLabels, head.Exemplar{Labels: e.Labels, T: e.Ts, V: e.Value})
+			}
+		}
+	}
+	if kept.count() != 4 {
+		t.Fatalf("model: %d exemplars kept, want 4", kept.count())
+	}
+	checkExemplars(t, db, kept, math.MinInt64, math.MaxInt64)
+	if err := db.Flush(true); err != nil {
+		t.Fatal(err)
+	}
+	if got := blockExemplars(db); got != 4 || ringLen(db) != 0 {
+		t.Fatalf("after the flush: %d exemplars in blocks, %d in the head; want 4 and 0", got, ringLen(db))
+	}
+	checkExemplars(t, db, kept, math.MinInt64, math.MaxInt64)
+}

@@ -490,3 +490,28 @@ func TestConfigReloadRuleFiles(t *testing.T) {
 		t.Errorf("rule groups after a failed reload %v, want [group_b]", got)
 	}
 }
+
+// TestFlagMaxExemplars: --storage.exemplars.max is the deprecated name of
+// --limits.max-exemplars, the default of every tenant's max_exemplars.
+func TestFlagMaxExemplars(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{
+		{nil, 100000},
+		{[]string{"--storage.exemplars.max=7"}, 7},
+		{[]string{"--limits.max-exemplars=9"}, 9},
+		{[]string{"--storage.exemplars.max=0"}, 0},
+	} {
+		c, err := parseFlags(tc.args)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if got := c.tenancy.defaults.MaxExemplars; got != tc.want {
+			t.Errorf("%v: max_exemplars default %d, want %d", tc.args, got, tc.want)
+		}
+	}
+	if _, err := parseFlags([]string{"--limits.max-exemplars=-1"}); err == nil || !strings.Contains(err.Error(), "max_exemplars") {
+		t.Errorf("--limits.max-exemplars=-1: %v, want an error naming max_exemplars", err)
+	}
+}

@@ -61,7 +61,6 @@ type config struct {
 	haReplica       string
 	haFailover      time.Duration
 	inferStale      int
-	maxExemplars    int
 	walSync         time.Duration
 	walSegment      int64
 	blockRange      time.Duration
@@ -134,7 +133,6 @@ func newFlagSet(c *config) *flag.FlagSet {
 	durationVar(fs, &c.oooWindow, "storage.out-of-order-window", def.OutOfOrderWindow, "Per group, accept samples this far behind the group's newest timestamp in any order; 0 refuses out-of-order samples.")
 	durationVar(fs, &c.lateMaxAge, "storage.late-max-age", def.LateMaxAge, "Accept samples for time ranges already flushed to blocks up to this age (written to out-of-order blocks); 0 refuses them as too old.")
 	durationVar(fs, &c.maxSampleAge, "storage.max-sample-age", 0, "Reject samples older than this behind the wall clock, blocks or not; 0 means the larger of --storage.late-max-age and --storage.tsdb.block-range.")
-	fs.IntVar(&c.maxExemplars, "storage.exemplars.max", def.MaxExemplars, "Exemplars kept (the newest; logged in the WAL, kept across restarts); 0 stores none.")
 	fs.IntVar(&c.inferStale, "storage.infer-staleness-after", 0, "Write a staleness marker for a series missing from this many consecutive rows of its group (for senders without staleness markers); 0 disables.")
 	fs.StringVar(&c.haCluster, "ha.cluster-label", "cluster", "Label naming an HA pair's cluster; part of the group key.")
 	fs.StringVar(&c.haReplica, "ha.replica-label", def.HAReplicaLabel, "Label telling an HA pair's replicas apart: removed from stored series, one replica per group is kept; empty disables deduplication.")
@@ -381,7 +379,6 @@ func headOptions(c *config) head.Options {
 	opts.LateMaxAge = c.lateMaxAge
 	opts.MaxSampleAge = c.maxSampleAge
 	opts.InferStalenessRows = c.inferStale
-	opts.MaxExemplars = c.maxExemplars
 	opts.HAReplicaLabel = c.haReplica
 	opts.HAFailoverTimeout = c.haFailover
 	if c.haCluster != "" && !slices.Contains(opts.SenderLabels, c.haCluster) {

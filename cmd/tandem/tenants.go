@@ -145,6 +145,7 @@ func (ts *tenants) applyLimits(t *tenantStore) {
 		MaxSeries: l.MaxSeries, MaxSeriesPerMetric: l.MaxSeriesPerMetric, MaxSeriesPerGroup: l.MaxSeriesPerGroup,
 		MaxGroups: l.MaxGroups, MaxMetadata: l.MaxMetadata,
 	})
+	t.db.SetMaxExemplars(l.MaxExemplars)
 }
 
 // apiHandler returns t's API, building it on the first call.
@@ -368,6 +369,7 @@ func addTenancyFlags(fs *flag.FlagSet, c *tenancyConfig) {
 	fs.IntVar(&c.defaults.MaxLabelsPerSeries, "remote-write.max-labels-per-series", c.defaults.MaxLabelsPerSeries, "Deprecated: use --limits.max-labels-per-series.")
 	fs.IntVar(&c.defaults.MaxLabelNameLength, "remote-write.max-label-name-length", c.defaults.MaxLabelNameLength, "Deprecated: use --limits.max-label-name-length.")
 	fs.IntVar(&c.defaults.MaxLabelValueLength, "remote-write.max-label-value-length", c.defaults.MaxLabelValueLength, "Deprecated: use --limits.max-label-value-length.")
+	fs.IntVar(&c.defaults.MaxExemplars, "storage.exemplars.max", c.defaults.MaxExemplars, "Deprecated: use --limits.max-exemplars.")
 }
 
 // validate checks the tenancy flags.
@@ -437,6 +439,8 @@ func openTenants(c *config, hopts head.Options, logger *slog.Logger, reg *promet
 		}
 		o := hopts
 		o.Logger, o.Registerer = tlog, t.reg
+		// Replay fills the exemplar ring up to the tenant's limit, not the default's.
+		o.MaxExemplars = overrides.For(id).MaxExemplars
 		db, err := tsdb.OpenDB(dir, tsdb.DBOptions{
 			Head: o, RetentionTime: c.retentionTime, RetentionSize: c.retentionSize,
 			SealInterval: c.maintInterval, FlushInterval: 4 * c.maintInterval,

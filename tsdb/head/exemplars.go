@@ -19,8 +19,9 @@ type Exemplar struct {
 	V      float64
 }
 
-// exemplarStore keeps the newest exemplars of all series in a ring of fixed
-// capacity (--storage.exemplars.max). They are logged in the WAL with their
+// exemplarStore keeps the newest exemplars of all series in a ring whose
+// capacity is the tenant's max_exemplars (Options.MaxExemplars, changed at
+// run time by Head.SetMaxExemplars). They are logged in the WAL with their
 // request and written to checkpoints, so they survive restarts. When the
 // head range holding them is flushed, they are written into the block (the
 // exemplars file) and removed from the ring: each exemplar is then in the
@@ -28,7 +29,7 @@ type Exemplar struct {
 type exemplarStore struct {
 	mu   sync.RWMutex
 	ring []exemplarEntry // allocated with the first exemplar
-	// capacity is the ring's size once allocated.
+	// capacity is the ring's size once allocated; the ring is nil while it is 0.
 	capacity int
 	next     int
 	n        int
@@ -47,11 +48,11 @@ func newExemplarStore(capacity int) *exemplarStore {
 // add stores e for s. It reports whether the exemplar is stored (or already
 // was: a resent identical one) and whether it is new (to be logged).
 func (x *exemplarStore) add(s *memSeries, e Exemplar) (written, isNew bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
 	if x.capacity == 0 {
 		return false, false
 	}
-	x.mu.Lock()
-	defer x.mu.Unlock()
 	if x.ring == nil {
 		x.ring = make([]exemplarEntry, x.capacity)
 	}
@@ -63,16 +64,54 @@ func (x *exemplarStore) add(s *memSeries, e Exemplar) (written, isNew bool) {
 			return false, false // out of order for the series: dropped, as Prometheus does
 		}
 	}
-	if old := x.ring[x.next]; old.s != nil {
-		if l, ok := x.last[old.s]; ok && l.T == old.e.T {
-			delete(x.last, old.s)
-		}
-	}
+	x.evict(x.ring[x.next])
 	x.ring[x.next] = exemplarEntry{s: s, e: Exemplar{Labels: e.Labels.Copy(), T: e.T, V: e.V}}
 	x.next = (x.next + 1) % len(x.ring)
 	x.n = min(x.n+1, len(x.ring))
 	x.last[s] = e
 	return true, true
+}
+
+// evict forgets old's series' newest exemplar if old is it; x.mu is held.
+func (x *exemplarStore) evict(old exemplarEntry) {
+	if old.s == nil {
+		return
+	}
+	if l, ok := x.last[old.s]; ok && l.T == old.e.T {
+		delete(x.last, old.s)
+	}
+}
+
+// resize sets the capacity to n (0 when negative), keeping the newest
+// min(n, stored) exemplars in order and evicting the older ones as add
+// does. A ring not allocated yet (or a capacity of 0) allocates nothing.
+func (x *exemplarStore) resize(n int) {
+	n = max(n, 0)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if n == x.capacity {
+		return
+	}
+	x.capacity = n
+	if x.ring == nil {
+		return
+	}
+	old := len(x.ring)
+	start := (x.next - x.n + old) % old
+	drop := max(x.n-n, 0)
+	for i := 0; i < drop; i++ {
+		x.evict(x.ring[(start+i)%old])
+	}
+	kept := x.n - drop
+	if n == 0 {
+		x.ring, x.n, x.next = nil, 0, 0
+		return
+	}
+	ring := make([]exemplarEntry, n)
+	for i := 0; i < kept; i++ {
+		ring[i] = x.ring[(start+drop+i)%old]
+	}
+	x.ring, x.n, x.next = ring, kept, kept%n
 }
 
 // all calls fn for every stored exemplar, oldest first.
@@ -240,6 +279,20 @@ func (h *Head) Exemplars(start, end int64, match func(labels.Labels) bool, add f
 	for _, s := range order {
 		add(s.lset, bySeries[s])
 	}
+}
+
+// SetMaxExemplars changes the ring's capacity at run time; safe while
+// appends, queries, flushes and checkpoints run. Shrinking keeps the newest
+// min(n, stored) exemplars, growing keeps all, and 0 drops them and stores
+// none from then on. Exemplars collected for a flush before the change still
+// go into its block (and leave the ring, if still in it, when it is dropped).
+func (h *Head) SetMaxExemplars(n int) { h.exemplars.resize(n) }
+
+// MaxExemplars returns the ring's capacity in force.
+func (h *Head) MaxExemplars() int {
+	h.exemplars.mu.RLock()
+	defer h.exemplars.mu.RUnlock()
+	return h.exemplars.capacity
 }
 
 // NumExemplars returns the number of exemplars in the ring.

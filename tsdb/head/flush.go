@@ -26,6 +26,7 @@ func (h *Head) MinValidTime() int64 { return h.minValid.Load() }
 func (h *Head) Options() Options {
 	o := h.opts
 	o.Limits = h.SeriesLimits()
+	o.MaxExemplars = h.MaxExemplars()
 	return o
 }
 

@@ -81,7 +81,8 @@ type Options struct {
 	// HAFailoverTimeout is how long a group's elected replica may be silent
 	// before another replica of the pair takes over.
 	HAFailoverTimeout time.Duration
-	// MaxExemplars bounds the exemplars kept (newest first); 0 stores none.
+	// MaxExemplars bounds the exemplars kept (the newest); 0 stores none.
+	// SetMaxExemplars changes it at run time.
 	MaxExemplars int
 	// InferStalenessRows, when > 0, writes a staleness marker for a member
 	// missing from that many consecutive sealed rows of its group (for

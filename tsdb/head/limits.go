@@ -106,10 +106,11 @@ func (h *Head) limitDetail(reason error, lim *SeriesLimits, lset labels.Labels) 
 
 // LimitUsage is the head's usage next to its SeriesLimits.
 type LimitUsage struct {
-	Limits   SeriesLimits `json:"limits"`
-	Series   int          `json:"series"`   // active series
-	Groups   int          `json:"groups"`   // groups
-	Metadata int          `json:"metadata"` // metric names with metadata
+	Limits    SeriesLimits `json:"limits"`
+	Series    int          `json:"series"`    // active series
+	Groups    int          `json:"groups"`    // groups
+	Metadata  int          `json:"metadata"`  // metric names with metadata
+	Exemplars int          `json:"exemplars"` // exemplars in the ring (of at most MaxExemplars)
 	// TopMetric is the metric name with the most active series, TopMetricSeries their number.
 	TopMetric       string `json:"topMetric"`
 	TopMetricSeries int    `json:"topMetricSeries"`
@@ -129,6 +130,7 @@ func (h *Head) LimitUsage() LimitUsage {
 	h.metaMu.RLock()
 	u.Metadata = len(h.meta)
 	h.metaMu.RUnlock()
+	u.Exemplars = h.NumExemplars()
 	u.TopMetric, u.TopMetricSeries = h.perMetric.top()
 	for i := range h.groups {
 		gs := &h.groups[i]
