@@ -332,7 +332,7 @@ func TestTenantRateLimit(t *testing.T) {
 // series endpoint and remote read, while another tenant is not bound.
 func TestTenantQueryLimits(t *testing.T) {
 	lf := filepath.Join(t.TempDir(), "limits.yml")
-	if err := os.WriteFile(lf, []byte("overrides:\n  small:\n    max_fetched_series_per_query: 1\n    max_query_length: 1h\n"), 0o644); err != nil {
+	if err := os.WriteFile(lf, []byte("overrides:\n  small:\n    max_fetched_series_per_query: 1\n    max_query_length: 1h\n    max_samples_per_query: 3\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	p := startTandem(t, t.TempDir(), "--limits.file="+lf)
@@ -354,6 +354,8 @@ func TestTenantQueryLimits(t *testing.T) {
 		{"/api/v1/query", url.Values{"query": {`max_over_time(m_metric{instance="host-0"}[2h])`}, "time": at["time"]}, "max_query_length"},
 		{"/api/v1/query_range", url.Values{"query": {`m_metric{instance="host-0"}`}, "start": {fmtTime(t0 - 7200000)}, "end": {fmtTime(t0)}, "step": {"60"}}, "max_query_length"},
 		{"/api/v1/series", url.Values{"match[]": {"m_metric"}}, "max_fetched_series_per_query"},
+		{"/api/v1/query", url.Values{"query": {`m_metric{instance="host-0"}[10m]`}, "time": at["time"]}, "too many samples"},
+		{"/api/v1/query", url.Values{"query": {`sum(count_over_time(m_metric{instance="host-0"}[10m]))`}, "time": at["time"]}, "too many samples"},
 	}
 	for _, c := range cases {
 		for _, tn := range []string{"small", "big"} {
