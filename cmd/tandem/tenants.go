@@ -64,7 +64,7 @@ type tenants struct {
 	reg       *tenant.Registry[*tenantStore]
 	// empty serves reads of tenants that never wrote: an API over no data,
 	// so that reads do not create tenants.
-	empty http.Handler
+	empty   http.Handler
 	engines engineSet
 	// retention is --storage.retention.time, for tenants whose limits set none.
 	retention time.Duration
