@@ -55,6 +55,8 @@ type Limits struct {
 	MaxLabelValueLength int `yaml:"max_label_value_length" help:"Longest label value in bytes; a series with a longer one is refused (400)."`
 	// MaxFetchedSeriesPerQuery bounds the series one query (or one series, labels or remote-read request) reads.
 	MaxFetchedSeriesPerQuery int `yaml:"max_fetched_series_per_query" help:"Series one query, series, labels or remote-read request may read; more fail the query (422); 0 = no limit."`
+	// MaxFetchedChunksPerQuery bounds the chunks one remote-read request streams.
+	MaxFetchedChunksPerQuery int `yaml:"max_fetched_chunks_per_query" help:"Chunks one streamed remote-read request of a tenant may read; more end the response with an error; 0 = no limit."`
 	// MaxSamplesPerQuery bounds the samples one query loads at once; 0 means --query.max-samples.
 	MaxSamplesPerQuery int `yaml:"max_samples_per_query" help:"Samples one query of a tenant may load into memory at once; more fail the query (422); 0 = --query.max-samples."`
 	// MaxQueryLength bounds the time range a query spans (its end minus its start, plus its longest range and offset).

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/timestamp"
 	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb/chunks"
 	"github.com/prometheus/prometheus/util/annotations"
 )
 
@@ -23,8 +24,8 @@ var (
 
 type budgetKey struct{}
 
-// queryBudget counts the series one request reads.
-type queryBudget struct{ series atomic.Int64 }
+// queryBudget counts the series and chunks one request reads.
+type queryBudget struct{ series, chunks atomic.Int64 }
 
 // NewQueryContext returns ctx counting the series its request reads, so
 // that max_fetched_series_per_query bounds the whole request, however
@@ -80,20 +81,31 @@ func (q *queryable) ChunkQuerier(mint, maxt int64) (storage.ChunkQuerier, error)
 		return nil, err
 	}
 	inner, err := q.q.ChunkQuerier(mint, maxt)
-	if err != nil || l.MaxFetchedSeriesPerQuery <= 0 {
+	if err != nil || l.MaxFetchedSeriesPerQuery <= 0 && l.MaxFetchedChunksPerQuery <= 0 {
 		return inner, err
 	}
-	return &chunkQuerier{ChunkQuerier: inner, max: int64(l.MaxFetchedSeriesPerQuery)}, nil
+	return &chunkQuerier{ChunkQuerier: inner, max: noLimit(l.MaxFetchedSeriesPerQuery), maxChunks: noLimit(l.MaxFetchedChunksPerQuery)}, nil
 }
 
-// counter returns the series count of ctx's request, or a fresh one for
-// this select alone.
-func counter(ctx context.Context) *atomic.Int64 {
-	if b, ok := ctx.Value(budgetKey{}).(*queryBudget); ok {
-		return &b.series
+// noLimit turns a limit of 0 (none) into one that is never reached.
+func noLimit(n int) int64 {
+	if n <= 0 {
+		return math.MaxInt64
 	}
-	return new(atomic.Int64)
+	return int64(n)
 }
+
+// budget returns the counts of ctx's request, or fresh ones for this select
+// alone.
+func budget(ctx context.Context) *queryBudget {
+	if b, ok := ctx.Value(budgetKey{}).(*queryBudget); ok {
+		return b
+	}
+	return &queryBudget{}
+}
+
+// counter returns the series count of ctx's request.
+func counter(ctx context.Context) *atomic.Int64 { return &budget(ctx).series }
 
 func seriesLimitError(max int64) error {
 	return &QueryError{fmt.Sprintf("the query hit the max number of series limit (limit max_fetched_series_per_query: %d series)", max)}
@@ -138,18 +150,64 @@ func (s *seriesSet) Warnings() annotations.Annotations { return s.SeriesSet.Warn
 
 type chunkQuerier struct {
 	storage.ChunkQuerier
-	max int64
+	max, maxChunks int64
 }
 
 func (q *chunkQuerier) Select(ctx context.Context, sortSeries bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.ChunkSeriesSet {
-	return &chunkSeriesSet{ChunkSeriesSet: q.ChunkQuerier.Select(ctx, sortSeries, hints, ms...), n: counter(ctx), max: q.max}
+	b := budget(ctx)
+	return &chunkSeriesSet{ChunkSeriesSet: q.ChunkQuerier.Select(ctx, sortSeries, hints, ms...), n: &b.series, max: q.max, chunks: &b.chunks, maxChunks: q.maxChunks}
 }
 
+// chunkSeriesSet fails once its request has read more than max series or
+// maxChunks chunks.
 type chunkSeriesSet struct {
 	storage.ChunkSeriesSet
-	n   *atomic.Int64
-	max int64
+	n, chunks      *atomic.Int64
+	max, maxChunks int64
+	err            error
+}
+
+func (s *chunkSeriesSet) At() storage.ChunkSeries {
+	in := s.ChunkSeriesSet.At()
+	if s.maxChunks == math.MaxInt64 {
+		return in
+	}
+	return &countedChunkSeries{ChunkSeries: in, set: s}
+}
+
+// countedChunkSeries counts the chunks read of its series.
+type countedChunkSeries struct {
+	storage.ChunkSeries
+	set *chunkSeriesSet
+}
+
+func (c *countedChunkSeries) Iterator(it chunks.Iterator) chunks.Iterator {
+	return &countedChunks{Iterator: c.ChunkSeries.Iterator(it), set: c.set}
+}
+
+type countedChunks struct {
+	chunks.Iterator
+	set *chunkSeriesSet
 	err error
+}
+
+func (c *countedChunks) Next() bool {
+	if c.err != nil || !c.Iterator.Next() {
+		return false
+	}
+	if c.set.chunks.Add(1) > c.set.maxChunks {
+		c.err = &QueryError{fmt.Sprintf("the query hit the max number of chunks limit (limit max_fetched_chunks_per_query: %d chunks)", c.set.maxChunks)}
+		c.set.err = c.err
+		return false
+	}
+	return true
+}
+
+func (c *countedChunks) Err() error {
+	if c.err != nil {
+		return c.err
+	}
+	return c.Iterator.Err()
 }
 
 func (s *chunkSeriesSet) Next() bool {

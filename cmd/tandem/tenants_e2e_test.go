@@ -332,12 +332,12 @@ func TestTenantRateLimit(t *testing.T) {
 // series endpoint and remote read, while another tenant is not bound.
 func TestTenantQueryLimits(t *testing.T) {
 	lf := filepath.Join(t.TempDir(), "limits.yml")
-	if err := os.WriteFile(lf, []byte("overrides:\n  small:\n    max_fetched_series_per_query: 1\n    max_query_length: 1h\n    max_samples_per_query: 3\n"), 0o644); err != nil {
+	if err := os.WriteFile(lf, []byte("overrides:\n  small:\n    max_fetched_series_per_query: 1\n    max_query_length: 1h\n    max_samples_per_query: 3\n  chunky:\n    max_fetched_chunks_per_query: 1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	p := startTandem(t, t.TempDir(), "--limits.file="+lf)
 	t0 := time.Now().Add(-5 * time.Minute).UnixMilli()
-	for _, tn := range []string{"small", "big"} {
+	for _, tn := range []string{"small", "big", "chunky"} {
 		if code, body := tenantWrite(t, p, tn, tenantRequest("m", t0)); code != http.StatusNoContent {
 			t.Fatalf("write %s: %d %s", tn, code, body)
 		}
@@ -375,7 +375,7 @@ func TestTenantQueryLimits(t *testing.T) {
 	// breaks off (Prometheus's read handler logs the error mid-stream).
 	u, _ := url.Parse(p.url + "/api/v1/read")
 	for _, rt := range []prompb.ReadRequest_ResponseType{prompb.ReadRequest_SAMPLES, prompb.ReadRequest_STREAMED_XOR_CHUNKS} {
-		for _, tn := range []string{"small", "big"} {
+		for _, tn := range []string{"small", "big", "chunky"} {
 			c, err := promremote.NewReadClient("tandem", &promremote.ClientConfig{
 				URL: &config_util.URL{URL: u}, Timeout: model.Duration(10 * time.Second), Headers: map[string]string{"X-Scope-OrgID": tn},
 				AcceptedResponseTypes: []prompb.ReadRequest_ResponseType{rt}, ChunkedReadLimit: 50 << 20,
@@ -393,6 +393,10 @@ func TestTenantQueryLimits(t *testing.T) {
 				err = ss.Err()
 			}
 			switch {
+			case tn == "chunky" && rt == prompb.ReadRequest_SAMPLES && (err != nil || n != 2):
+				t.Errorf("remote read %v as chunky: %d series, %v; the chunk limit is for streamed reads", rt, n, err)
+			case tn == "chunky" && rt == prompb.ReadRequest_STREAMED_XOR_CHUNKS && err == nil:
+				t.Errorf("remote read %v as chunky: %d series and no error; want the chunk limit", rt, n)
 			case tn == "big" && (err != nil || n != 2):
 				t.Errorf("remote read %v as big: %d series, %v", rt, n, err)
 			case tn == "small" && err == nil:
