@@ -473,7 +473,7 @@ func runServer(c *config, logger *slog.Logger) error {
 			logger.Error("reloading the configuration file failed; the previous rules stay in effect", "err", err)
 			return fmt.Errorf("reload configuration: %w", err)
 		}
-		return svc.ReloadFiles(nc.ruleFiles)
+		return svc.ReloadFiles(tenantRuleFiles(nc, c.tenancy.defaultID))
 	}
 	// reloadRules reloads everything a reload covers: the limits file, the
 	// tenants' rule files and the default tenant's.
