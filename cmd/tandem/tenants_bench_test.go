@@ -48,10 +48,11 @@ func encodeTenantShards(b *testing.B, scrapes []workload.Scrape, tenant string, 
 }
 
 // BenchmarkTenantIngest measures what tenancy costs on the write path: the
-// same targets sent by one Prometheus to the default tenant, and by
-// several Prometheus servers, one per tenant, with as many shards in all.
-// The handler is tandem's own (tenant resolution, per-tenant storages,
-// WAL), called in process so that no client cost is counted.
+// same targets sent by several Prometheus servers (senders), each with
+// 8/senders shards, once all to the default tenant (tenants=1) and once
+// each to a tenant of its own: the requests are the same, only where they
+// go differs. The handler is tandem's own (tenant resolution, per-tenant
+// storages, WAL), called in process so that no client cost is counted.
 func BenchmarkTenantIngest(b *testing.B) {
 	const targets, scrapes, shards = 20, 30, 8
 	all, err := workload.Generate(workload.Options{
@@ -61,13 +62,14 @@ func BenchmarkTenantIngest(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, nt := range []int{1, 4, 20} {
-		b.Run(fmt.Sprintf("tenants=%d", nt), func(b *testing.B) {
+	for _, c := range []struct{ senders, tenants int }{{4, 1}, {4, 4}, {20, 1}, {20, 20}} {
+		nt := c.tenants
+		b.Run(fmt.Sprintf("senders=%d/tenants=%d", c.senders, nt), func(b *testing.B) {
 			var streams [][]tenantBody
-			for i := range nt {
+			for i := range c.senders {
 				var mine []workload.Scrape
 				for _, s := range all {
-					if s.Target%nt == i {
+					if s.Target%c.senders == i {
 						mine = append(mine, s)
 					}
 				}
@@ -75,7 +77,7 @@ func BenchmarkTenantIngest(b *testing.B) {
 				if nt == 1 {
 					tn = "" // the default tenant, as without tenancy
 				}
-				streams = append(streams, encodeTenantShards(b, mine, tn, max(shards/nt, 1))...)
+				streams = append(streams, encodeTenantShards(b, mine, tn, max(shards/c.senders, 1))...)
 			}
 			total := 0
 			for _, st := range streams {
