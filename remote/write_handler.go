@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tandem-tsdb/tandem/tenant"
 	"github.com/tandem-tsdb/tandem/tsdb/head"
 )
 
@@ -335,6 +336,9 @@ func (h *writeHandler) process(d *decoder, t *WriteTenant, r *http.Request, resp
 		}
 		if err != nil {
 			resp.samples, resp.histograms = res.SamplesWritten, res.HistogramsWritten
+			if errors.Is(err, tenant.ErrTooMany) || errors.Is(err, tenant.ErrInvalid) {
+				return resp.fail(http.StatusBadRequest, err.Error())
+			}
 			if errors.Is(err, head.ErrUnavailable) {
 				resp.retryAfter = retryAfterUnavailable
 				return resp.fail(http.StatusServiceUnavailable, fmt.Sprintf("storage unavailable, nothing of the request was acknowledged, retry later: %v", err))

@@ -231,16 +231,47 @@ func (ts *tenants) WriteTenant(r *http.Request) (remote.WriteTenant, error) {
 	if err != nil {
 		return remote.WriteTenant{}, err
 	}
-	t, err := ts.reg.Open(id)
-	if err != nil {
+	if err := tenant.Validate(id); err != nil {
 		return remote.WriteTenant{}, err
 	}
 	l := ts.overrides.For(id)
-	return remote.WriteTenant{
-		ID: id, App: t.db,
+	wt := remote.WriteTenant{
+		ID:                 id,
 		MaxLabelsPerSeries: l.MaxLabelsPerSeries, MaxLabelNameLength: l.MaxLabelNameLength, MaxLabelValueLength: l.MaxLabelValueLength,
-		Rate: &t.rate, IngestionRate: l.IngestionRate, IngestionBurst: l.Burst(),
-	}, nil
+		IngestionRate: l.IngestionRate, IngestionBurst: l.Burst(),
+	}
+	t, ok := ts.reg.Get(id)
+	if !ok && l.IngestionRate > 0 { // its rate bucket belongs to its storage
+		var err error
+		if t, err = ts.reg.Open(id); err != nil {
+			return remote.WriteTenant{}, err
+		}
+		ok = true
+	}
+	if !ok {
+		// A new tenant's storage is created when its first request has
+		// decoded and holds something to store, not for any request
+		// naming it.
+		wt.App = newTenantAppender{ts, id}
+		return wt, nil
+	}
+	wt.App, wt.Rate = t.db, &t.rate
+	return wt, nil
+}
+
+// newTenantAppender opens its tenant's storage on its first append.
+type newTenantAppender struct {
+	ts *tenants
+	id string
+}
+
+// AppendBatch implements remote.Appender.
+func (a newTenantAppender) AppendBatch(ctx context.Context, b *head.Batch) (head.AppendResult, error) {
+	t, err := a.ts.reg.Open(a.id)
+	if err != nil {
+		return head.AppendResult{}, err
+	}
+	return t.db.AppendBatch(ctx, b)
 }
 
 // readTenant returns the tenant a read names; nil (and no error) for a

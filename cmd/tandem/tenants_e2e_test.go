@@ -801,3 +801,39 @@ func TestTenantDelete(t *testing.T) {
 		t.Errorf("delete without --web.enable-admin-api: %d, want 500 (admin APIs disabled)", code)
 	}
 }
+
+// TestTenantCreation checks when a tenant's storage is created: on its
+// first request that stores something, not on a request that fails to
+// decode or holds nothing, and not beyond --tenant.max-tenants.
+func TestTenantCreation(t *testing.T) {
+	dir := t.TempDir()
+	p := startTandem(t, dir, "--tenant.max-tenants=2") // the default tenant and one more
+	exists := func(tn string) bool {
+		_, err := os.Stat(filepath.Join(dir, "tenants", tn))
+		return err == nil
+	}
+	hr, _ := http.NewRequest(http.MethodPost, p.url+"/api/v1/write", strings.NewReader("not snappy"))
+	hr.Header.Set("Content-Type", "application/x-protobuf")
+	hr.Header.Set("X-Scope-OrgID", "ghost")
+	resp, err := http.DefaultClient.Do(hr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || exists("ghost") {
+		t.Errorf("a corrupt request: %d, directory created %v", resp.StatusCode, exists("ghost"))
+	}
+	if code, _ := tenantWrite(t, p, "empty", &prompb.WriteRequest{}); code != http.StatusNoContent || exists("empty") {
+		t.Errorf("an empty request: %d, directory created %v", code, exists("empty"))
+	}
+	t0 := time.Now().Add(-time.Minute).UnixMilli()
+	if code, body := tenantWrite(t, p, "t1", tenantRequest("a", t0)); code != http.StatusNoContent || !exists("t1") {
+		t.Fatalf("first tenant: %d %s", code, body)
+	}
+	if code, body := tenantWrite(t, p, "t2", tenantRequest("a", t0)); code != http.StatusBadRequest || !strings.Contains(body, "tenant.max-tenants") || exists("t2") {
+		t.Errorf("a tenant beyond --tenant.max-tenants: %d %s", code, body)
+	}
+	if code, body := tenantWrite(t, p, "t1", tenantRequest("a", t0+1000)); code != http.StatusNoContent {
+		t.Errorf("the existing tenant: %d %s", code, body)
+	}
+}
