@@ -4,13 +4,16 @@
 //
 // The overrides file is YAML, in the shape of Mimir's runtime configuration:
 //
+//	defaults:                # optional: replaces --limits.* flags for all tenants
+//	  max_series: 1000000
 //	overrides:
 //	  team-a:                # tenant ID
 //	    max_series: 200000
 //	    ingestion_rate: 50000
 //
-// A tenant's limits are the defaults (tandem's --limits.* flags) with the
-// keys its entry sets replaced. Unknown keys and negative values are
+// A tenant's limits are the defaults (tandem's --limits.* flags, with the
+// keys of the file's defaults section replaced) with the keys its entry sets
+// replaced. Unknown keys and negative values are
 // errors; a file that fails to load leaves the limits in effect unchanged.
 package limits
 
@@ -142,17 +145,27 @@ func each(l Limits, f func(key string, v reflect.Value)) {
 
 // file is the overrides file.
 type file struct {
+	Defaults  yaml.Node            `yaml:"defaults"`
 	Overrides map[string]yaml.Node `yaml:"overrides"`
 }
 
-// parse reads an overrides file: each tenant's limits are defaults with
-// the keys its entry sets replaced.
-func parse(data []byte, defaults Limits) (map[string]Limits, error) {
+// parse reads an overrides file over defaults (the flags'): its defaults
+// section replaces keys of defaults for every tenant, and each tenant's
+// limits are those with the keys its entry sets replaced.
+func parse(data []byte, defaults Limits) (Limits, map[string]Limits, error) {
 	var f file
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
-		return nil, err
+		return Limits{}, nil, err
+	}
+	if f.Defaults.Kind != 0 {
+		if err := decodeStrict(&f.Defaults, &defaults); err != nil {
+			return Limits{}, nil, fmt.Errorf("defaults: %w", err)
+		}
+		if err := defaults.Validate(); err != nil {
+			return Limits{}, nil, fmt.Errorf("defaults: %w", err)
+		}
 	}
 	out := make(map[string]Limits, len(f.Overrides))
 	var errs []error
@@ -169,9 +182,9 @@ func parse(data []byte, defaults Limits) (map[string]Limits, error) {
 		out[id] = l
 	}
 	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+		return Limits{}, nil, errors.Join(errs...)
 	}
-	return out, nil
+	return defaults, out, nil
 }
 
 // decodeStrict decodes n into l, refusing unknown keys.

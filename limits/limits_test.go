@@ -57,8 +57,17 @@ func TestOverridesFile(t *testing.T) {
 	if err := o.Reload(); err != nil || changed != 1 {
 		t.Errorf("unchanged file: %v, changes %d", err, changed)
 	}
+	// The defaults section applies to every tenant, under the tenants' entries.
+	write("defaults:\n  max_series: 30\n  ingestion_rate: 5\noverrides:\n  a:\n    ingestion_rate: 7\n")
+	if err := o.Reload(); err != nil || o.For("a").MaxSeries != 30 || o.For("a").IngestionRate != 7 || o.For("zzz").MaxSeries != 30 || o.Defaults().IngestionRate != 5 {
+		t.Errorf("defaults section: %v, a %+v, zzz %+v", err, o.For("a"), o.For("zzz"))
+	}
+	write("defaults:\n  max_serie: 1\n")
+	if err := o.Reload(); err == nil || o.For("zzz").MaxSeries != 30 {
+		t.Errorf("a bad defaults section: %v, %d", err, o.For("zzz").MaxSeries)
+	}
 	write("")
-	if err := o.Reload(); err != nil || o.For("a") != Defaults() {
+	if err := o.Reload(); err != nil || o.For("a") != Defaults() || o.For("zzz") != Defaults() {
 		t.Errorf("empty file: %v, %+v", err, o.For("a"))
 	}
 	if _, err := NewOverrides(Defaults(), filepath.Join(t.TempDir(), "missing.yml"), nil, nil); err == nil {
@@ -118,14 +127,14 @@ func TestMaxExemplars(t *testing.T) {
 	if got, want := Defaults().MaxExemplars, head.DefaultOptions().MaxExemplars; got != want {
 		t.Errorf("default max_exemplars %d, want the head's default %d", got, want)
 	}
-	got, err := parse([]byte("overrides:\n  a:\n    max_exemplars: 0\n  b:\n    max_exemplars: 7\n"), Defaults())
+	_, got, err := parse([]byte("overrides:\n  a:\n    max_exemplars: 0\n  b:\n    max_exemplars: 7\n"), Defaults())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got["a"].MaxExemplars != 0 || got["b"].MaxExemplars != 7 || got["b"].MaxSeries != Defaults().MaxSeries {
 		t.Errorf("overrides: a %d, b %d", got["a"].MaxExemplars, got["b"].MaxExemplars)
 	}
-	if _, err := parse([]byte("overrides:\n  a:\n    max_exemplars: -1\n"), Defaults()); err == nil || !strings.Contains(err.Error(), "max_exemplars") {
+	if _, _, err := parse([]byte("overrides:\n  a:\n    max_exemplars: -1\n"), Defaults()); err == nil || !strings.Contains(err.Error(), "max_exemplars") {
 		t.Errorf("a negative max_exemplars: %v", err)
 	}
 }

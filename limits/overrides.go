@@ -20,7 +20,7 @@ type Overrides struct {
 	path     string
 	logger   *slog.Logger
 
-	cur  atomic.Pointer[map[string]Limits]
+	cur  atomic.Pointer[loaded]
 	mu   sync.Mutex // serializes reloads
 	last []byte     // the file's content last loaded
 	subs []func()
@@ -28,6 +28,12 @@ type Overrides struct {
 	reloads      *prometheus.CounterVec
 	lastSuccess  prometheus.Gauge
 	successMilli prometheus.Gauge
+}
+
+// loaded are the limits of the file last loaded.
+type loaded struct {
+	defaults Limits
+	tenants  map[string]Limits
 }
 
 // NewOverrides loads the overrides file at path ("" for none) over
@@ -53,8 +59,7 @@ func NewOverrides(defaults Limits, path string, logger *slog.Logger, reg prometh
 			Help: "When the limits overrides file was last loaded successfully.",
 		}),
 	}
-	empty := map[string]Limits{}
-	o.cur.Store(&empty)
+	o.cur.Store(&loaded{defaults: defaults})
 	if reg != nil {
 		for _, c := range []prometheus.Collector{o.reloads, o.lastSuccess, o.successMilli} {
 			if err := reg.Register(c); err != nil {
@@ -69,14 +74,15 @@ func NewOverrides(defaults Limits, path string, logger *slog.Logger, reg prometh
 }
 
 // Defaults returns the limits of tenants the file does not name.
-func (o *Overrides) Defaults() Limits { return o.defaults }
+func (o *Overrides) Defaults() Limits { return o.cur.Load().defaults }
 
 // For returns tenant id's limits.
 func (o *Overrides) For(id string) Limits {
-	if l, ok := (*o.cur.Load())[id]; ok {
+	cur := o.cur.Load()
+	if l, ok := cur.tenants[id]; ok {
 		return l
 	}
-	return o.defaults
+	return cur.defaults
 }
 
 // OnChange registers f, called after every reload that changed the limits.
@@ -99,9 +105,12 @@ func (o *Overrides) Reload() error {
 		if bytes.Equal(data, o.last) && o.last != nil {
 			return nil
 		}
-		var m map[string]Limits
-		if m, err = parse(data, o.defaults); err == nil {
-			o.cur.Store(&m)
+		var (
+			def Limits
+			m   map[string]Limits
+		)
+		if def, m, err = parse(data, o.defaults); err == nil {
+			o.cur.Store(&loaded{defaults: def, tenants: m})
 			o.last = data
 			o.reloads.WithLabelValues("success").Inc()
 			o.lastSuccess.Set(1)

@@ -36,7 +36,7 @@ func addTenancyFlags(fs *flag.FlagSet, c *tenancyConfig) {
 	fs.BoolVar(&c.federation, "tenant.federation", false, "Let queries name several tenants joined by | (tenant-a|tenant-b) and read all of them.")
 	fs.IntVar(&c.maxTenants, "tenant.max-tenants", 1000, "Most tenants (each has its own storage); a write of a new tenant beyond it is refused (400); 0 = no limit.")
 	fs.StringVar(&c.rulesDir, "rules.tenant-dir", "", "Directory of per-tenant rule files: <dir>/<tenant>/*.yml (and *.yaml) are evaluated over that tenant's data, their alerts sent with X-Scope-OrgID: <tenant>; reloaded with the other rule files. The default tenant's are --rules.file and <dir>/<default tenant>/.")
-	fs.StringVar(&c.limitsFile, "limits.file", "", "YAML file of per-tenant limits (overrides: {<tenant>: {max_series: 100000, ...}}) over the --limits.* defaults; read again every --limits.reload-interval, on SIGHUP and on /-/reload.")
+	fs.StringVar(&c.limitsFile, "limits.file", "", "YAML file of limits: defaults: {max_series: ...} over the --limits.* flags for all tenants, overrides: {<tenant>: {max_series: 100000, ...}} per tenant; read again every --limits.reload-interval, on SIGHUP and on /-/reload.")
 	durationVar(fs, &c.limitsReload, "limits.reload-interval", 10*time.Second, "How often --limits.file is read again; 0 reads it only on SIGHUP and /-/reload.")
 	fs.IntVar(&c.rateLimitedStatus, "limits.rate-limited-status", http.StatusTooManyRequests, "Status of writes over a tenant's ingestion rate: 429 (Prometheus drops them unless its queue_config sets retry_on_http_429) or 503 (Prometheus retries them).")
 	limits.RegisterFlags(fs, &c.defaults)
