@@ -115,20 +115,47 @@ func (ix *memIndex) valuesMatching(m *labels.Matcher, accept bool) []uint64 {
 func (ix *memIndex) postingsFor(ms ...*labels.Matcher) []uint64 {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	var (
-		result []uint64
-		have   bool
-	)
-	// Matchers that do not match "" select series; those that do only exclude.
+	// Matchers that do not match "" select series; those that do only
+	// exclude. The selecting ones are intersected smallest first, and an
+	// equality matcher's list is sought through, never decoded whole: one
+	// target's series of a metric cost its series, not the metric's.
+	type candidate struct {
+		pl   *postingList // an equality matcher's list
+		refs []uint64     // the other matchers' union of lists
+		n    int
+	}
+	var cands []candidate
 	for _, m := range ms {
 		if m.Matches("") {
 			continue
 		}
-		l := ix.valuesMatching(m, true)
-		if !have {
-			result, have = l, true
+		c := candidate{}
+		if m.Type == labels.MatchEqual {
+			if c.pl = ix.postings[m.Name][m.Value]; c.pl == nil {
+				return nil
+			}
+			c.n = c.pl.n
 		} else {
-			result = sorted.Intersect(result[:0], result, l) // in place: result is ours
+			if c.refs = ix.valuesMatching(m, true); len(c.refs) == 0 {
+				return nil
+			}
+			c.n = len(c.refs)
+		}
+		cands = append(cands, c)
+	}
+	slices.SortStableFunc(cands, func(a, b candidate) int { return a.n - b.n })
+	var result []uint64
+	have := len(cands) > 0
+	for i, c := range cands {
+		switch {
+		case i == 0 && c.refs != nil:
+			result = c.refs
+		case i == 0:
+			result = c.pl.appendTo(nil)
+		case c.refs != nil:
+			result = sorted.Intersect(result[:0], result, c.refs) // in place: result is ours
+		default:
+			result = c.pl.filter(result)
 		}
 		if len(result) == 0 {
 			return nil

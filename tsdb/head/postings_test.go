@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/prometheus/model/labels"
+
+	"github.com/tandem-tsdb/tandem/tsdb/internal/sorted"
 )
 
 // TestPostingList: adds (mostly increasing, some older, some repeated) and
@@ -131,5 +133,45 @@ func TestMemIndexRemove(t *testing.T) {
 	// x="" matches series without x: both that remain.
 	if got := ix.postingsFor(eq("x", "")); !slices.Equal(got, []uint64{2, 4}) {
 		t.Fatalf(`x="": %v`, got)
+	}
+}
+
+// TestPostingListFilter checks filter against a plain intersection, for
+// lists built in order, with pending references, after removals, and for
+// refs that are shorter, longer, denser and sparser than the list.
+func TestPostingListFilter(t *testing.T) {
+	rng := rand.New(rand.NewSource(7))
+	for trial := range 300 {
+		var p postingList
+		n := rng.Intn(3000)
+		var all []uint64
+		ref := uint64(0)
+		for range n {
+			ref += 1 + uint64(rng.Intn(1+rng.Intn(300)))
+			all = append(all, ref)
+		}
+		order := slices.Clone(all)
+		if trial%3 == 1 { // some out of order: pending, then merged
+			rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		}
+		for _, r := range order {
+			p.add(r)
+		}
+		if trial%5 == 2 {
+			p.removeIf(func(r uint64) bool { return r%7 == 0 })
+			all = slices.DeleteFunc(all, func(r uint64) bool { return r%7 == 0 })
+		}
+		max := ref + 100
+		var refs []uint64
+		for r := uint64(1); r <= max; r++ {
+			if rng.Intn(1+trial%50) == 0 {
+				refs = append(refs, r)
+			}
+		}
+		want := sorted.Intersect(nil, slices.Clone(refs), all)
+		got := p.filter(slices.Clone(refs))
+		if !slices.Equal(got, want) && !(len(got) == 0 && len(want) == 0) {
+			t.Fatalf("trial %d: filter of %d refs against %d: %d kept, want %d", trial, len(refs), len(all), len(got), len(want))
+		}
 	}
 }
