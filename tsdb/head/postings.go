@@ -21,9 +21,9 @@ import (
 // seek in a long list (a metric name's) instead of decoding all of it.
 type postingList struct {
 	data    []byte
-	last    uint64   // the largest reference in data; 0 when empty (references start at 1)
-	n       int      // references in data and pending
-	dn      int      // references in data
+	last    uint64 // the largest reference in data; 0 when empty (references start at 1)
+	n       int    // references in data and pending
+	dn      int    // references in data
 	skips   []postingSkip
 	pending []uint64 // older than last, not in data, distinct
 }
@@ -85,34 +85,40 @@ func (p *postingList) set(refs []uint64) {
 }
 
 // filter keeps, in place, the references of refs (sorted, distinct) that p
-// holds. It seeks through p with its skip entries: a short refs against a
-// long list decodes a few references of the list per element of refs.
+// holds. It walks p by its skip entries and decodes only the blocks of
+// skipEvery references that some element of refs falls into: one target's
+// references against a metric's list decode a block or two of it.
 func (p *postingList) filter(refs []uint64) []uint64 {
 	if len(p.pending) > 0 { // rare: a replay in progress
 		return sorted.Intersect(refs[:0], refs, p.appendTo(nil))
 	}
 	out := refs[:0]
-	i, cur, si := 0, uint64(0), 0 // position in data, the reference before it, the skip at or before it
-	for _, r := range refs {
-		if r > p.last {
-			break
+	j, b := 0, 0
+	for b < len(p.skips) && j < len(refs) {
+		end, endOff := p.last, len(p.data) // the block's last reference, and where it ends
+		if b+1 < len(p.skips) {
+			end, endOff = p.skips[b+1].base, int(p.skips[b+1].off)
 		}
-		// The last skip before r, if it is ahead of the position.
-		if k := si + sort.Search(len(p.skips)-si, func(k int) bool { return p.skips[si+k].base >= r }) - 1; k >= si && int(p.skips[k].off) > i {
-			si, i, cur = k, int(p.skips[k].off), p.skips[k].base
+		if refs[j] > end { // to the block refs[j] would be in
+			next := b + 1
+			b = next + sort.Search(len(p.skips)-next, func(k int) bool { return p.skips[next+k].base >= refs[j] }) - 1
+			continue
 		}
-		for i < len(p.data) {
+		for i, cur := int(p.skips[b].off), p.skips[b].base; i < endOff && j < len(refs); {
 			gap, n := binary.Uvarint(p.data[i:])
-			v := cur + gap
-			if v > r {
-				break
+			i, cur = i+n, cur+gap
+			for j < len(refs) && refs[j] < cur {
+				j++
 			}
-			i, cur = i+n, v
-			if v == r {
-				out = append(out, r)
-				break
+			if j < len(refs) && refs[j] == cur {
+				out = append(out, cur)
+				j++
 			}
 		}
+		for j < len(refs) && refs[j] <= end { // in the block, not in the list
+			j++
+		}
+		b++
 	}
 	return out
 }

@@ -163,9 +163,24 @@ func TestPostingListFilter(t *testing.T) {
 		}
 		max := ref + 100
 		var refs []uint64
-		for r := uint64(1); r <= max; r++ {
-			if rng.Intn(1+trial%50) == 0 {
-				refs = append(refs, r)
+		switch trial % 4 {
+		case 0: // the list's block ends and starts, where seeks land
+			for k, r := range all {
+				if k%skipEvery == 0 || k%skipEvery == skipEvery-1 || rng.Intn(200) == 0 {
+					refs = append(refs, r)
+				}
+			}
+		case 1: // the ends of blocks far apart, reached by seeks over blocks
+			for k, r := range all {
+				if k%(3*skipEvery) == skipEvery-1 || k%(5*skipEvery) == 0 {
+					refs = append(refs, r)
+				}
+			}
+		default:
+			for r := uint64(1); r <= max; r++ {
+				if rng.Intn(1+trial%50) == 0 {
+					refs = append(refs, r)
+				}
 			}
 		}
 		want := sorted.Intersect(nil, slices.Clone(refs), all)
