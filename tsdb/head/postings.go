@@ -38,23 +38,24 @@ type postingSkip struct {
 	base uint64
 }
 
-// appendData appends ref, larger than p.last, to data.
-func (p *postingList) appendData(ref uint64) {
-	if p.dn%skipEvery == 0 {
+// appendData appends ref, larger than p.last, to data, which holds inData
+// references.
+func (p *postingList) appendData(ref uint64, inData int) {
+	if inData > 0 && inData%skipEvery == 0 {
 		p.skips = append(p.skips, postingSkip{off: uint32(len(p.data)), base: p.last})
 	}
 	p.data = binary.AppendUvarint(p.data, ref-p.last)
 	p.last = ref
-	p.dn++
 }
 
 // add inserts ref, which the list does not hold.
 func (p *postingList) add(ref uint64) {
-	p.n++
 	if ref > p.last {
-		p.appendData(ref)
+		p.appendData(ref, p.n-len(p.pending))
+		p.n++
 		return
 	}
+	p.n++
 	p.pending = append(p.pending, ref)
 	if len(p.pending) > max(32, p.n/16) {
 		p.set(p.appendTo(nil))
@@ -77,9 +78,12 @@ func (p *postingList) removeIf(drop func(ref uint64) bool) {
 
 // set replaces the list with refs (sorted, distinct).
 func (p *postingList) set(refs []uint64) {
-	*p = postingList{data: make([]byte, 0, len(refs)+len(refs)/4), skips: make([]postingSkip, 0, len(refs)/skipEvery+1)}
-	for _, r := range refs {
-		p.appendData(r)
+	*p = postingList{data: make([]byte, 0, len(refs)+len(refs)/4)}
+	if len(refs) > skipEvery {
+		p.skips = make([]postingSkip, 0, len(refs)/skipEvery)
+	}
+	for i, r := range refs {
+		p.appendData(r, i)
 	}
 	p.n = len(refs)
 }
@@ -93,18 +97,25 @@ func (p *postingList) filter(refs []uint64) []uint64 {
 		return sorted.Intersect(refs[:0], refs, p.appendTo(nil))
 	}
 	out := refs[:0]
-	j, b := 0, 0
-	for b < len(p.skips) && j < len(refs) {
-		end, endOff := p.last, len(p.data) // the block's last reference, and where it ends
-		if b+1 < len(p.skips) {
-			end, endOff = p.skips[b+1].base, int(p.skips[b+1].off)
+	// Block b starts at p.skips[b-1], block 0 at the start of data.
+	start := func(b int) (int, uint64) {
+		if b == 0 {
+			return 0, 0
 		}
-		if refs[j] > end { // to the block refs[j] would be in
-			next := b + 1
-			b = next + sort.Search(len(p.skips)-next, func(k int) bool { return p.skips[next+k].base >= refs[j] }) - 1
+		return int(p.skips[b-1].off), p.skips[b-1].base
+	}
+	j, b := 0, 0
+	for b <= len(p.skips) && j < len(refs) && len(p.data) > 0 {
+		end, endOff := p.last, len(p.data) // the block's last reference, and where it ends
+		if b < len(p.skips) {
+			end, endOff = p.skips[b].base, int(p.skips[b].off)
+		}
+		if refs[j] > end { // to the block refs[j] would be in: after the last skip below it
+			next := b
+			b = next + 1 + sort.Search(len(p.skips)-next, func(k int) bool { return p.skips[next+k].base >= refs[j] }) - 1
 			continue
 		}
-		for i, cur := int(p.skips[b].off), p.skips[b].base; i < endOff && j < len(refs); {
+		for i, cur := start(b); i < endOff && j < len(refs); {
 			gap, n := binary.Uvarint(p.data[i:])
 			i, cur = i+n, cur+gap
 			for j < len(refs) && refs[j] < cur {
