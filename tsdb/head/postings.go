@@ -105,7 +105,7 @@ func (p *postingList) filter(refs []uint64) []uint64 {
 		return int(p.skips[b-1].off), p.skips[b-1].base
 	}
 	j, b := 0, 0
-	for b <= len(p.skips) && j < len(refs) && len(p.data) > 0 {
+	for b <= len(p.skips) && j < len(refs) && refs[j] <= p.last {
 		end, endOff := p.last, len(p.data) // the block's last reference, and where it ends
 		if b < len(p.skips) {
 			end, endOff = p.skips[b].base, int(p.skips[b].off)
