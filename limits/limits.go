@@ -135,11 +135,18 @@ func Keys() []string {
 }
 
 func each(l Limits, f func(key string, v reflect.Value)) {
-	v := reflect.ValueOf(l)
+	Fields(&l, func(key, _ string, p any) { f(key, reflect.ValueOf(p).Elem()) })
+}
+
+// Fields calls f for every limit of l in declaration order: its key in the
+// file, its help text, and a pointer to it (*int, *float64 or
+// *model.Duration), for defining flags over l.
+func Fields(l *Limits, f func(key, help string, p any)) {
+	v := reflect.ValueOf(l).Elem()
 	t := v.Type()
 	for i := 0; i < t.NumField(); i++ {
 		key, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
-		f(key, v.Field(i))
+		f(key, t.Field(i).Tag.Get("help"), v.Field(i).Addr().Interface())
 	}
 }
 

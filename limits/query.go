@@ -104,11 +104,40 @@ func budget(ctx context.Context) *queryBudget {
 	return &queryBudget{}
 }
 
-// counter returns the series count of ctx's request.
-func counter(ctx context.Context) *atomic.Int64 { return &budget(ctx).series }
+// countLimit fails a request once the count it adds to (the request's
+// series or chunks) passes max.
+type countLimit struct {
+	n        *atomic.Int64
+	max      int64
+	what     string // series, chunks
+	key      string // the limit's key
+	err      error
+	disabled bool // no limit: count nothing
+}
 
-func seriesLimitError(max int64) error {
-	return &QueryError{fmt.Sprintf("the query hit the max number of series limit (limit max_fetched_series_per_query: %d series)", max)}
+// count counts one more when ok (the reader found one), reporting whether
+// the reader may go on.
+func (c *countLimit) count(ok bool) bool {
+	if !ok || c.disabled {
+		return ok
+	}
+	if c.n.Add(1) > c.max {
+		c.err = &QueryError{fmt.Sprintf("the query hit the max number of %s limit (limit %s: %d %s)", c.what, c.key, c.max, c.what)}
+		return false
+	}
+	return true
+}
+
+// errOr returns the limit's error, else err.
+func (c *countLimit) errOr(err error) error {
+	if c.err != nil {
+		return c.err
+	}
+	return err
+}
+
+func seriesLimit(b *queryBudget, max int64) countLimit {
+	return countLimit{n: &b.series, max: max, what: "series", key: "max_fetched_series_per_query", disabled: max == math.MaxInt64}
 }
 
 type querier struct {
@@ -117,34 +146,18 @@ type querier struct {
 }
 
 func (q *querier) Select(ctx context.Context, sortSeries bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
-	return &seriesSet{SeriesSet: q.Querier.Select(ctx, sortSeries, hints, ms...), n: counter(ctx), max: q.max}
+	return &seriesSet{SeriesSet: q.Querier.Select(ctx, sortSeries, hints, ms...), lim: seriesLimit(budget(ctx), q.max)}
 }
 
 // seriesSet fails once its request has read more than max series.
 type seriesSet struct {
 	storage.SeriesSet
-	n   *atomic.Int64
-	max int64
-	err error
+	lim countLimit
 }
 
-func (s *seriesSet) Next() bool {
-	if s.err != nil || !s.SeriesSet.Next() {
-		return false
-	}
-	if s.n.Add(1) > s.max {
-		s.err = seriesLimitError(s.max)
-		return false
-	}
-	return true
-}
+func (s *seriesSet) Next() bool { return s.lim.err == nil && s.lim.count(s.SeriesSet.Next()) }
 
-func (s *seriesSet) Err() error {
-	if s.err != nil {
-		return s.err
-	}
-	return s.SeriesSet.Err()
-}
+func (s *seriesSet) Err() error { return s.lim.errOr(s.SeriesSet.Err()) }
 
 func (s *seriesSet) Warnings() annotations.Annotations { return s.SeriesSet.Warnings() }
 
@@ -155,78 +168,49 @@ type chunkQuerier struct {
 
 func (q *chunkQuerier) Select(ctx context.Context, sortSeries bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.ChunkSeriesSet {
 	b := budget(ctx)
-	return &chunkSeriesSet{ChunkSeriesSet: q.ChunkQuerier.Select(ctx, sortSeries, hints, ms...), n: &b.series, max: q.max, chunks: &b.chunks, maxChunks: q.maxChunks}
+	return &chunkSeriesSet{ChunkSeriesSet: q.ChunkQuerier.Select(ctx, sortSeries, hints, ms...), series: seriesLimit(b, q.max),
+		chunks: countLimit{n: &b.chunks, max: q.maxChunks, what: "chunks", key: "max_fetched_chunks_per_query", disabled: q.maxChunks == math.MaxInt64}}
 }
 
-// chunkSeriesSet fails once its request has read more than max series or
-// maxChunks chunks.
+// chunkSeriesSet fails once its request has read more than its series or
+// chunks limit.
 type chunkSeriesSet struct {
 	storage.ChunkSeriesSet
-	n, chunks      *atomic.Int64
-	max, maxChunks int64
-	err            error
+	series, chunks countLimit
 }
+
+func (s *chunkSeriesSet) Next() bool {
+	return s.series.err == nil && s.chunks.err == nil && s.series.count(s.ChunkSeriesSet.Next())
+}
+
+func (s *chunkSeriesSet) Err() error { return s.series.errOr(s.chunks.errOr(s.ChunkSeriesSet.Err())) }
 
 func (s *chunkSeriesSet) At() storage.ChunkSeries {
 	in := s.ChunkSeriesSet.At()
-	if s.maxChunks == math.MaxInt64 {
+	if s.chunks.disabled {
 		return in
 	}
-	return &countedChunkSeries{ChunkSeries: in, set: s}
+	return &countedChunkSeries{ChunkSeries: in, lim: &s.chunks}
 }
 
 // countedChunkSeries counts the chunks read of its series.
 type countedChunkSeries struct {
 	storage.ChunkSeries
-	set *chunkSeriesSet
+	lim *countLimit
 }
 
 func (c *countedChunkSeries) Iterator(it chunks.Iterator) chunks.Iterator {
-	return &countedChunks{Iterator: c.ChunkSeries.Iterator(it), set: c.set}
+	return &countedChunks{Iterator: c.ChunkSeries.Iterator(it), lim: c.lim}
 }
 
 type countedChunks struct {
 	chunks.Iterator
-	set *chunkSeriesSet
-	err error
+	lim *countLimit
 }
 
-func (c *countedChunks) Next() bool {
-	if c.err != nil || !c.Iterator.Next() {
-		return false
-	}
-	if c.set.chunks.Add(1) > c.set.maxChunks {
-		c.err = &QueryError{fmt.Sprintf("the query hit the max number of chunks limit (limit max_fetched_chunks_per_query: %d chunks)", c.set.maxChunks)}
-		c.set.err = c.err
-		return false
-	}
-	return true
-}
+func (c *countedChunks) Next() bool { return c.lim.err == nil && c.lim.count(c.Iterator.Next()) }
 
-func (c *countedChunks) Err() error {
-	if c.err != nil {
-		return c.err
-	}
-	return c.Iterator.Err()
-}
-
-func (s *chunkSeriesSet) Next() bool {
-	if s.err != nil || !s.ChunkSeriesSet.Next() {
-		return false
-	}
-	if s.n.Add(1) > s.max {
-		s.err = seriesLimitError(s.max)
-		return false
-	}
-	return true
-}
-
-func (s *chunkSeriesSet) Err() error {
-	if s.err != nil {
-		return s.err
-	}
-	return s.ChunkSeriesSet.Err()
-}
+func (c *countedChunks) Err() error { return c.lim.errOr(c.Iterator.Err()) }
 
 // Gate bounds the queries of one tenant running at once.
 type Gate struct {

@@ -28,7 +28,6 @@ import (
 // tenantStore is one tenant's storage, its metrics and the API over it.
 type tenantStore struct {
 	id   string
-	dir  string
 	db   *tsdb.DB
 	reg  *prometheus.Registry // the storage's and the API's metrics; gathered with tenant="<id>"
 	rate limits.Bucket
@@ -224,7 +223,7 @@ func openTenants(c *config, hopts head.Options, logger *slog.Logger, reg *promet
 		return api.NewHandler(fo, eng)
 	}
 	open := func(id, dir string) (*tenantStore, error) {
-		t := &tenantStore{id: id, dir: dir, reg: prometheus.NewRegistry(), done: make(chan struct{})}
+		t := &tenantStore{id: id, reg: prometheus.NewRegistry(), done: make(chan struct{})}
 		tlog := logger
 		if id != c.tenancy.defaultID {
 			tlog = logger.With("tenant", id)

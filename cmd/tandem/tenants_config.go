@@ -7,8 +7,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"github.com/tandem-tsdb/tandem/limits"
 	"github.com/tandem-tsdb/tandem/tenant"
 )
@@ -39,7 +41,7 @@ func addTenancyFlags(fs *flag.FlagSet, c *tenancyConfig) {
 	fs.StringVar(&c.limitsFile, "limits.file", "", "YAML file of limits: defaults: {max_series: ...} over the --limits.* flags for all tenants, overrides: {<tenant>: {max_series: 100000, ...}} per tenant; read again every --limits.reload-interval, on SIGHUP and on /-/reload.")
 	durationVar(fs, &c.limitsReload, "limits.reload-interval", 10*time.Second, "How often --limits.file is read again; 0 reads it only on SIGHUP and /-/reload.")
 	fs.IntVar(&c.rateLimitedStatus, "limits.rate-limited-status", http.StatusTooManyRequests, "Status of writes over a tenant's ingestion rate: 429 (Prometheus drops them unless its queue_config sets retry_on_http_429) or 503 (Prometheus retries them).")
-	limits.RegisterFlags(fs, &c.defaults)
+	addLimitFlags(fs, &c.defaults)
 	// The label limits' names before they were per tenant.
 	fs.IntVar(&c.defaults.MaxLabelsPerSeries, "remote-write.max-labels-per-series", c.defaults.MaxLabelsPerSeries, "Deprecated: use --limits.max-labels-per-series.")
 	fs.IntVar(&c.defaults.MaxLabelNameLength, "remote-write.max-label-name-length", c.defaults.MaxLabelNameLength, "Deprecated: use --limits.max-label-name-length.")
@@ -102,4 +104,22 @@ func (ts *tenants) reloadRules() error {
 		}
 	})
 	return errors.Join(errs...)
+}
+
+// addLimitFlags defines --limits.<key> (underscores as dashes) for every
+// limit of l, l's values being the defaults.
+func addLimitFlags(fs *flag.FlagSet, l *limits.Limits) {
+	limits.Fields(l, func(key, help string, p any) {
+		name := "limits." + strings.ReplaceAll(key, "_", "-")
+		switch p := p.(type) {
+		case *int:
+			fs.IntVar(p, name, *p, help)
+		case *float64:
+			fs.Float64Var(p, name, *p, help)
+		case *model.Duration:
+			fs.Var((*durationValue)(p), name, help)
+		default:
+			panic("no flag for the type of limit " + key)
+		}
+	})
 }
