@@ -12,7 +12,8 @@ const (
 )
 
 // Run maintains the storage until ctx is done: every SealInterval it seals
-// the open rows of idle groups; at the first of those ticks and then every
+// the open rows of idle groups and realigns the samples lagging members
+// stored on their own (head.Realign); at the first of those ticks and then every
 // FlushInterval it flushes full head ranges to blocks, compacts blocks and
 // applies retention. A failed step is logged and retried at its next turn
 // (nothing is lost: the head keeps what it could not flush).
@@ -33,6 +34,7 @@ func (db *DB) Run(ctx context.Context) {
 			return
 		case now := <-t.C:
 			db.head.SealIdle()
+			db.head.Realign()
 			if now.Before(nextFlush) {
 				continue
 			}

@@ -70,6 +70,10 @@ type seriesExtra struct {
 	lateH  []HistogramSample
 	// starts: the start timestamps of its samples that have one (starts.go).
 	starts starts.Runs
+	// realignedTo: own chunks ending at or before it were looked at by
+	// Realign (realign.go), when realignedAny.
+	realignedTo  int64
+	realignedAny bool
 }
 
 // unused reports whether x holds nothing, so the series may drop it.

@@ -231,6 +231,7 @@ type headCounters struct {
 	haDeduped                 atomic.Int64 // samples of an HA replica that was not elected
 	inferredStale             atomic.Int64 // staleness markers written by inference
 	gcSeries                  atomic.Int64 // series removed from the head by GC
+	realigned                 atomic.Int64 // samples moved from members' own tables into shared chunks
 }
 
 // Open creates or opens the head in dir, replaying its WAL.

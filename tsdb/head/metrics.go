@@ -66,6 +66,9 @@ func newHeadMetrics(h *Head, reg prometheus.Registerer) *headMetrics {
 			Name: "tandem_head_series_removed_total", Help: "Series removed from the head with their idle group once all their data was in blocks (series churn).",
 		}, func() float64 { return float64(h.counters.gcSeries.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "tandem_head_realigned_samples_total", Help: "Samples of lagging members moved from their own tables into their group's shared chunks (a sender that caught up).",
+		}, func() float64 { return float64(h.counters.realigned.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "tandem_ha_deduplicated_samples_total", Help: "Samples of an HA replica that was not the one elected for its group (accepted, not stored).",
 		}, func() float64 { return float64(h.counters.haDeduped.Load()) }),
 		gauge("tandem_head_min_time_seconds", "Oldest sample timestamp in the head.", func() float64 {

@@ -301,32 +301,37 @@ func (b *chunkBuilder) appendRow(r *row) {
 		for word != 0 {
 			c := w<<6 + bits.TrailingZeros64(word)
 			word &= word - 1
-			if c >= len(b.cols) {
-				b.cols = append(b.cols, make([]colBuilder, c+1-len(b.cols))...)
-			}
-			cb := &b.cols[c]
-			if cb.empty() {
-				cb.first = idx
-			} else if cb.bm == 0 && idx != cb.last+1 {
-				bm := make([]uint64, (idx>>6)+1, 4)
-				for i := cb.first; i <= cb.last; i++ {
-					bm[i>>6] |= 1 << (uint(i) & 63)
-				}
-				b.bitmaps = append(b.bitmaps, bm)
-				cb.bm = int32(len(b.bitmaps))
-			}
-			if cb.bm != 0 {
-				bm := b.bitmaps[cb.bm-1]
-				for int(idx>>6) >= len(bm) {
-					bm = append(bm, 0)
-				}
-				bm[idx>>6] |= 1 << (uint(idx) & 63)
-				b.bitmaps[cb.bm-1] = bm
-			}
-			cb.vals.Append(r.vals[c])
-			cb.last = idx
+			b.appendCell(c, idx, r.vals[c])
 		}
 	}
+}
+
+// appendCell adds column c's value v at row idx, after the column's last row.
+func (b *chunkBuilder) appendCell(c int, idx uint16, v float64) {
+	if c >= len(b.cols) {
+		b.cols = append(b.cols, make([]colBuilder, c+1-len(b.cols))...)
+	}
+	cb := &b.cols[c]
+	if cb.empty() {
+		cb.first = idx
+	} else if cb.bm == 0 && idx != cb.last+1 {
+		bm := make([]uint64, (idx>>6)+1, 4)
+		for i := cb.first; i <= cb.last; i++ {
+			bm[i>>6] |= 1 << (uint(i) & 63)
+		}
+		b.bitmaps = append(b.bitmaps, bm)
+		cb.bm = int32(len(b.bitmaps))
+	}
+	if cb.bm != 0 {
+		bm := b.bitmaps[cb.bm-1]
+		for int(idx>>6) >= len(bm) {
+			bm = append(bm, 0)
+		}
+		bm[idx>>6] |= 1 << (uint(idx) & 63)
+		b.bitmaps[cb.bm-1] = bm
+	}
+	cb.vals.Append(v)
+	cb.last = idx
 }
 
 // freeze copies the builder into an immutable chunk, re-encoding each column
