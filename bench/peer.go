@@ -432,3 +432,27 @@ func activeMerges(metrics string) float64 {
 	}
 	return sum
 }
+
+// BuildTandem builds cmd/tandem of the module holding the working directory
+// into out.
+func BuildTandem(ctx context.Context, out string) error {
+	dir, err := os.Getwd()
+	if err != nil {
+		return fmt.Errorf("build tandem: %w", err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		if filepath.Dir(dir) == dir {
+			return fmt.Errorf("build tandem: no go.mod above the working directory")
+		}
+		dir = filepath.Dir(dir)
+	}
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/tandem")
+	cmd.Dir = dir
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build tandem: %w\n%s", err, b)
+	}
+	return nil
+}

@@ -124,12 +124,23 @@ func quantile(s []float64, q float64) float64 {
 	return s[lo] + (s[hi]-s[lo])*(pos-float64(lo))
 }
 
+// doQuery posts params to u as a form, as Grafana does, but for label
+// values (/api/v1/label/<name>/values), which the Prometheus API serves to
+// GET only.
 func doQuery(ctx context.Context, client *http.Client, u string, params url.Values) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(params.Encode()))
+	var req *http.Request
+	var err error
+	if strings.Contains(u, "/api/v1/label/") {
+		req, err = http.NewRequestWithContext(ctx, http.MethodGet, u+"?"+params.Encode(), nil)
+	} else {
+		req, err = http.NewRequestWithContext(ctx, http.MethodPost, u, strings.NewReader(params.Encode()))
+		if req != nil {
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	resp, err := client.Do(req)
 	if err != nil {
 		return nil, err

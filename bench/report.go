@@ -34,8 +34,15 @@ type Report struct {
 	// values (workload.Generator.EntropyBytesPerSample).
 	EntropyFloor float64 `json:"value_entropy_bytes_per_sample"`
 	QueryReps    int     `json:"query_reps"`
-	Tolerance    float64 `json:"relative_tolerance"`
-	GoMaxProcs   int     `json:"gomaxprocs"`
+	// Dashboard refreshes requested (0: none run) and their time bound; the
+	// answers are compared with DashboardRef's (Prometheus when it ran,
+	// else the first system).
+	DashboardRefreshes int        `json:"dashboard_refreshes"`
+	DashboardTimeout   string     `json:"dashboard_timeout,omitempty"`
+	DashboardRef       Kind       `json:"dashboard_reference,omitempty"`
+	DashboardEquality  []Equality `json:"dashboard_equality,omitempty"`
+	Tolerance          float64    `json:"relative_tolerance"`
+	GoMaxProcs         int        `json:"gomaxprocs"`
 }
 
 // Target is one performance target of tandem against a peer, as measured.
@@ -91,6 +98,7 @@ func (r *Report) EvaluateTargets() {
 		add("peak RSS during ingest ÷ VictoriaMetrics", x, "≤ 1", x <= 1)
 		x = t.QueryMedianSum / vm.QueryMedianSum
 		add("sum of query medians ÷ VictoriaMetrics", x, "≤ 0.7", x <= 0.7)
+		addDashboard(add, t, vm)
 	}
 	if p := r.result(Prometheus); p != nil {
 		x := t.SamplesPerSec / p.SamplesPerSec
@@ -101,12 +109,34 @@ func (r *Report) EvaluateTargets() {
 		add("heap in use per series after ingest ÷ Prometheus", x, "≤ 0.3", x <= 0.3)
 		x = t.QueryMedianSum / p.QueryMedianSum
 		add("sum of query medians ÷ Prometheus", x, "≤ 0.25", x <= 0.25)
+		addDashboard(add, t, p)
 		for _, e := range r.Equality {
 			if e.Kind == Tandem {
 				add("query answers equal to Prometheus's", float64(e.Equal), fmt.Sprintf("= %d", e.Total), e.Equal == e.Total)
 			}
 		}
 	}
+}
+
+// addDashboard adds tandem's dashboard throughput and tail latency against
+// peer's, for reference, when both ran the dashboard refreshes.
+func addDashboard(add func(string, float64, string, bool), t, peer *PeerResult) {
+	if t.Dashboard == nil || peer.Dashboard == nil || peer.Dashboard.QueriesPerSec == 0 || peer.Dashboard.P99Ms == 0 {
+		return
+	}
+	add("dashboard queries/s ÷ "+kindTitle(peer.Kind), t.Dashboard.QueriesPerSec/peer.Dashboard.QueriesPerSec, "(none; for reference)", true)
+	add("dashboard request p99 ÷ "+kindTitle(peer.Kind), t.Dashboard.P99Ms/peer.Dashboard.P99Ms, "(none; for reference)", true)
+}
+
+// kindTitle is how the targets name a system.
+func kindTitle(k Kind) string {
+	switch k {
+	case VictoriaMetrics:
+		return "VictoriaMetrics"
+	case Prometheus:
+		return "Prometheus"
+	}
+	return string(k)
 }
 
 // Markdown writes the report as markdown tables.
@@ -130,17 +160,7 @@ func (r *Report) Markdown(w io.Writer) {
 		heads = append(heads, fmt.Sprintf("%s %s", p.Kind, p.Version))
 	}
 	fmt.Fprintf(w, "| | %s |\n|---|%s\n", strings.Join(heads, " | "), strings.Repeat("---|", len(r.Results)))
-	row := func(name string, f func(p PeerResult) string) {
-		cells := make([]string, len(r.Results))
-		for i, p := range r.Results {
-			if p.Error != "" {
-				cells[i] = "error"
-				continue
-			}
-			cells[i] = f(p)
-		}
-		fmt.Fprintf(w, "| %s | %s |\n", name, strings.Join(cells, " | "))
-	}
+	row := func(name string, f func(p PeerResult) string) { r.row(w, name, f) }
 	row("ingest samples/s", func(p PeerResult) string { return fmt.Sprintf("%.0f", p.SamplesPerSec) })
 	row("ingest wall time (s)", func(p PeerResult) string { return fmt.Sprintf("%.1f", p.IngestSeconds) })
 	row("server CPU per sample (ns)", func(p PeerResult) string { return fmt.Sprintf("%.0f", p.CPUNsPerSample) })
@@ -183,20 +203,13 @@ func (r *Report) Markdown(w io.Writer) {
 
 	if len(r.Equality) > 0 {
 		fmt.Fprintf(w, "\nAnswers compared with Prometheus's (floats within %g relative):\n\n", r.Tolerance)
-		for _, e := range r.Equality {
-			fmt.Fprintf(w, "- %s: %d of %d equal", e.Kind, e.Equal, e.Total)
-			if len(e.Diffs) == 0 {
-				fmt.Fprintln(w, ".")
-				continue
-			}
-			fmt.Fprintln(w, "; differences:")
-			for _, q := range r.Results[0].Queries {
-				if d, ok := e.Diffs[q.Name]; ok {
-					fmt.Fprintf(w, "  - `%s`: %s\n", q.Name, d)
-				}
-			}
+		var names []string
+		for _, q := range r.Results[0].Queries {
+			names = append(names, q.Name)
 		}
+		writeEquality(w, r.Equality, names)
 	}
+	r.dashboardMarkdown(w, heads)
 
 	if len(r.Goals) > 0 {
 		fmt.Fprintf(w, "\nTargets (tandem against each peer, this run):\n\n| target | measured | goal | met |\n|---|---|---|---|\n")
@@ -207,5 +220,88 @@ func (r *Report) Markdown(w io.Writer) {
 			}
 			fmt.Fprintf(w, "| %s | %.3g | %s | %s |\n", t.Name, t.Measured, t.Goal, met)
 		}
+	}
+}
+
+// row writes one table row: name, then f of every system (error for a
+// system that failed).
+func (r *Report) row(w io.Writer, name string, f func(p PeerResult) string) {
+	cells := make([]string, len(r.Results))
+	for i, p := range r.Results {
+		if p.Error != "" {
+			cells[i] = "error"
+			continue
+		}
+		cells[i] = f(p)
+	}
+	fmt.Fprintf(w, "| %s | %s |\n", name, strings.Join(cells, " | "))
+}
+
+// writeEquality lists how many answers of each system were equal and the
+// differences, in the order of names.
+func writeEquality(w io.Writer, eqs []Equality, names []string) {
+	for _, e := range eqs {
+		fmt.Fprintf(w, "- %s: %d of %d equal", e.Kind, e.Equal, e.Total)
+		if len(e.Diffs) == 0 {
+			fmt.Fprintln(w, ".")
+			continue
+		}
+		fmt.Fprintln(w, "; differences:")
+		for _, n := range names {
+			if d, ok := e.Diffs[n]; ok {
+				fmt.Fprintf(w, "  - `%s`: %s\n", n, d)
+			}
+		}
+	}
+}
+
+// dashboardMarkdown writes the dashboard refreshes' tables, when they ran.
+func (r *Report) dashboardMarkdown(w io.Writer, heads []string) {
+	var first *DashboardResult
+	for _, p := range r.Results {
+		if first == nil && p.Dashboard != nil {
+			first = p.Dashboard
+		}
+	}
+	if first == nil {
+		return
+	}
+	fmt.Fprintf(w, "\nDashboard refreshes: %d panels of one target at once (one request each), the target rotating; "+
+		"one warm-up, then %d refreshes one after the other (none started after %s):\n\n", first.Panels, r.DashboardRefreshes, r.DashboardTimeout)
+	fmt.Fprintf(w, "| | %s |\n|---|%s\n", strings.Join(heads, " | "), strings.Repeat("---|", len(r.Results)))
+	row := func(name string, f func(d *DashboardResult) string) {
+		r.row(w, name, func(p PeerResult) string {
+			if p.Dashboard == nil {
+				return "-"
+			}
+			return f(p.Dashboard)
+		})
+	}
+	row("refreshes run", func(d *DashboardResult) string { return fmt.Sprintf("%d", d.Refreshes) })
+	row("request latency p50 / p90 / p99 (ms)", func(d *DashboardResult) string {
+		return fmt.Sprintf("%.1f / %.1f / %.1f", d.P50Ms, d.P90Ms, d.P99Ms)
+	})
+	row("refresh wall time p50 / p90 (ms)", func(d *DashboardResult) string {
+		return fmt.Sprintf("%.1f / %.1f", d.RefreshP50Ms, d.RefreshP90Ms)
+	})
+	row("refreshes/s", func(d *DashboardResult) string { return fmt.Sprintf("%.1f", d.RefreshesPerSec) })
+	row("queries/s", func(d *DashboardResult) string { return fmt.Sprintf("%.0f", d.QueriesPerSec) })
+	row("failed requests", func(d *DashboardResult) string { return fmt.Sprintf("%d", d.Errors) })
+
+	fmt.Fprintf(w, "\nDashboard panels, median / p90 across refreshes (ms):\n\n")
+	fmt.Fprintf(w, "| panel | %s |\n|---|%s\n", strings.Join(heads, " | "), strings.Repeat("---|", len(r.Results)))
+	var names []string
+	for i, ps := range first.PanelStats {
+		names = append(names, ps.Name)
+		row("`"+ps.Name+"`", func(d *DashboardResult) string {
+			if i >= len(d.PanelStats) {
+				return "-"
+			}
+			return fmt.Sprintf("%.1f / %.1f", d.PanelStats[i].MedianMs, d.PanelStats[i].P90Ms)
+		})
+	}
+	if len(r.DashboardEquality) > 0 {
+		fmt.Fprintf(w, "\nDashboard answers compared with %s's, refresh by refresh (lists sorted, floats within %g relative):\n\n", r.DashboardRef, r.Tolerance)
+		writeEquality(w, r.DashboardEquality, names)
 	}
 }

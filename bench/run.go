@@ -24,20 +24,21 @@ type PeerResult struct {
 	CPUNsPerSample float64 `json:"cpu_ns_per_sample"`
 	// Of the histogram workload: all ingest CPU (floats included) and all
 	// bytes on disk per histogram sample.
-	CPUNsPerHistSample float64       `json:"cpu_ns_per_histogram_sample,omitempty"`
-	BytesPerHistSample float64       `json:"bytes_per_histogram_sample,omitempty"`
-	PeakRSSBytes       int64         `json:"peak_rss_bytes"`
-	HeapBytes          float64       `json:"heap_inuse_bytes"`
-	HeapPerSeries      float64       `json:"heap_bytes_per_series"`
-	HeapLiveBytes      float64       `json:"heap_live_bytes"` // objects alone (heap_alloc), beside the spans in use
-	Retries            int64         `json:"retries"`
-	DiskBytes          int64         `json:"disk_bytes"`
-	BytesPerSample     float64       `json:"bytes_per_sample"`
-	PersistSeconds     float64       `json:"persist_seconds"`
-	Queries            []QueryResult `json:"queries"`
-	QueryMedianSum     float64       `json:"query_median_sum_ms"`
-	PeakRSSAfterAll    int64         `json:"peak_rss_after_queries_bytes"`
-	Error              string        `json:"error,omitempty"`
+	CPUNsPerHistSample float64          `json:"cpu_ns_per_histogram_sample,omitempty"`
+	BytesPerHistSample float64          `json:"bytes_per_histogram_sample,omitempty"`
+	PeakRSSBytes       int64            `json:"peak_rss_bytes"`
+	HeapBytes          float64          `json:"heap_inuse_bytes"`
+	HeapPerSeries      float64          `json:"heap_bytes_per_series"`
+	HeapLiveBytes      float64          `json:"heap_live_bytes"` // objects alone (heap_alloc), beside the spans in use
+	Retries            int64            `json:"retries"`
+	DiskBytes          int64            `json:"disk_bytes"`
+	BytesPerSample     float64          `json:"bytes_per_sample"`
+	PersistSeconds     float64          `json:"persist_seconds"`
+	Queries            []QueryResult    `json:"queries"`
+	QueryMedianSum     float64          `json:"query_median_sum_ms"`
+	Dashboard          *DashboardResult `json:"dashboard,omitempty"`
+	PeakRSSAfterAll    int64            `json:"peak_rss_after_queries_bytes"`
+	Error              string           `json:"error,omitempty"`
 }
 
 // RunOptions configures one benchmark run.
@@ -53,6 +54,9 @@ type RunOptions struct {
 	// and during the queries, and the heap after ingest.
 	ProfileDir     string
 	ProfileSeconds int
+	// Dashboard, when Refreshes > 0, runs the dashboard refreshes
+	// (RunDashboard) after the query set.
+	Dashboard DashboardOptions
 }
 
 // RunPeer starts one system, replays w into it and measures it.
@@ -138,6 +142,12 @@ func RunPeer(ctx context.Context, kind Kind, bin string, w *Workload, qs []Query
 	o.saveAllocs(ctx, p, "after")
 	for _, q := range r.Queries {
 		r.QueryMedianSum += q.MedianMs
+	}
+	if o.Dashboard.Refreshes > 0 {
+		o.Logger.Info("refreshing the dashboard", "system", kind, "refreshes", o.Dashboard.Refreshes)
+		stopProf = o.profile(ctx, p, "dashboard.cpu")
+		r.Dashboard = RunDashboard(ctx, p, w, o.Dashboard)
+		stopProf()
 	}
 	if end, err := p.Proc(); err == nil {
 		r.PeakRSSAfterAll = end.HWMBytes

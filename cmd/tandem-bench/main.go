@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
@@ -59,6 +58,8 @@ func run(args []string) error {
 	profSecs := fs.Int("profile-seconds", 5, "Length of the CPU profiles (from the start of the phase).")
 	lag := fs.Duration("shard-lag", 15*time.Second, "How far (in data time) a sender shard may run ahead of the slowest: about one scrape interval, as when Prometheus sends in real time; larger values model a backlog (at most 1h: Prometheus refuses older samples).")
 	wl := fs.String("workload", "floats", "Workload: floats (node_exporter-like) or histograms (native histograms and NHCB, remote-write 2.0, 20 targets × 6 h for -size quick; VictoriaMetrics is left out: it does not store native histograms).")
+	dashRefreshes := fs.Int("dashboard-refreshes", 30, "Dashboard refreshes after the query set: every panel of a node_exporter dashboard of one target at once, the target rotating (-workload floats only); 0 disables.")
+	dashTimeout := fs.Duration("dashboard-timeout", 2*time.Minute, "No dashboard refresh starts after this long (per system).")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -84,6 +85,12 @@ func run(args []string) error {
 		}
 	default:
 		return fmt.Errorf("-workload must be floats or histograms, got %q", *wl)
+	}
+	if hist {
+		if set["dashboard-refreshes"] && *dashRefreshes > 0 {
+			return fmt.Errorf("-dashboard-refreshes: the dashboard reads node_exporter metrics, absent from -workload histograms")
+		}
+		*dashRefreshes = 0
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -127,10 +134,8 @@ func run(args []string) error {
 			if bin == "" {
 				bin = filepath.Join(*workDir, "tandem-bin")
 				logger.Info("building tandem", "out", bin)
-				cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/tandem")
-				cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-				if err := cmd.Run(); err != nil {
-					return fmt.Errorf("build tandem: %w", err)
+				if err := bench.BuildTandem(ctx, bin); err != nil {
+					return err
 				}
 			}
 		case bench.VictoriaMetrics:
@@ -163,6 +168,10 @@ func run(args []string) error {
 		Machine: machine(), Size: *size, Protocol: *protocol, Series: w.Series, Targets: n, Scrapes: scrapes,
 		Interval: interval.String(), Samples: w.Samples, Workload: *wl, HistSamples: w.HistSamples, Requests: requests, WireBytes: w.Bytes, Shards: *shards,
 		BuildSecs: time.Since(t0).Seconds(), EntropyFloor: w.EntropyFloor, QueryReps: *reps, Tolerance: *tol, GoMaxProcs: runtime.GOMAXPROCS(0),
+		DashboardRefreshes: *dashRefreshes,
+	}
+	if *dashRefreshes > 0 {
+		rep.DashboardTimeout = dashTimeout.String()
 	}
 	logger.Info("workload ready", "samples", w.Samples, "series", w.Series, "requests", requests, "mb", w.Bytes>>20)
 	qs := bench.QuerySet(w)
@@ -170,7 +179,8 @@ func run(args []string) error {
 		qs = bench.HistogramQuerySet(w)
 	}
 	slack := int(*lag / (5 * time.Second)) // rounds are 5 s batch deadlines
-	opts := bench.RunOptions{WorkDir: *workDir, Reps: *reps, Slack: slack, Logger: logger, ProfileDir: *profDir, ProfileSeconds: *profSecs}
+	opts := bench.RunOptions{WorkDir: *workDir, Reps: *reps, Slack: slack, Logger: logger, ProfileDir: *profDir, ProfileSeconds: *profSecs,
+		Dashboard: bench.DashboardOptions{Refreshes: *dashRefreshes, Timeout: *dashTimeout}}
 	for _, k := range order {
 		res, err := bench.RunPeer(ctx, k, bins[k], w, qs, opts)
 		if err != nil {
@@ -183,6 +193,13 @@ func run(args []string) error {
 		}
 	}
 	rep.Equality = bench.CompareWith(bench.Prometheus, rep.Results, *tol)
+	if *dashRefreshes > 0 {
+		rep.DashboardRef = order[0]
+		if bins[bench.Prometheus] != "" {
+			rep.DashboardRef = bench.Prometheus
+		}
+		rep.DashboardEquality = bench.CompareDashboards(rep.DashboardRef, rep.Results, *tol)
+	}
 	rep.EvaluateTargets()
 
 	if *jsonOut != "" {

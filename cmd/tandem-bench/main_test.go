@@ -1,10 +1,9 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -25,9 +24,7 @@ func tandemBinary(t *testing.T) string {
 		if binDir, buildErr = os.MkdirTemp("", "tandem-bench-test"); buildErr != nil {
 			return
 		}
-		if out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, "tandem"), "../tandem").CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("build tandem: %v\n%s", err, out)
-		}
+		buildErr = bench.BuildTandem(context.Background(), filepath.Join(binDir, "tandem"))
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
@@ -65,7 +62,7 @@ func TestHarnessAgainstTandem(t *testing.T) {
 	bin := tandemBinary(t)
 	out := filepath.Join(dir, "report.json")
 	md := filepath.Join(dir, "report.md")
-	err := run([]string{"-peers", "tandem", "-tandem", bin, "-targets", "2", "-hours", "0.25", "-reps", "2",
+	err := run([]string{"-peers", "tandem", "-tandem", bin, "-targets", "2", "-hours", "0.25", "-reps", "2", "-dashboard-refreshes", "3",
 		"-workdir", filepath.Join(dir, "work"), "-json", out, "-md", md, "-profile-dir", dir, "-profile-seconds", "1"})
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +84,10 @@ func TestHarnessAgainstTandem(t *testing.T) {
 			t.Errorf("query %s: %d runs, error %q", q.Name, len(q.Runs), q.Error)
 		}
 	}
-	for _, f := range []string{"tandem-ingest.cpu.pprof", "tandem-heap.pprof", "tandem-query.cpu.pprof"} {
+	if d := r.Dashboard; d == nil || rep.DashboardRefreshes != 3 || d.Refreshes != 3 || d.Panels < 20 || d.Requests != 3*d.Panels || d.P99Ms <= 0 {
+		t.Errorf("dashboard %+v of %d refreshes", d, rep.DashboardRefreshes)
+	}
+	for _, f := range []string{"tandem-ingest.cpu.pprof", "tandem-heap.pprof", "tandem-query.cpu.pprof", "tandem-dashboard.cpu.pprof"} {
 		if fi, err := os.Stat(filepath.Join(dir, f)); err != nil || fi.Size() == 0 {
 			t.Errorf("profile %s: %v", f, err)
 		}
@@ -127,5 +127,11 @@ func TestHarnessHistogramsAgainstTandem(t *testing.T) {
 	}
 	if err := run([]string{"-workload", "histograms", "-peers", "tandem,victoriametrics", "-tandem", bin}); err == nil {
 		t.Error("histograms with VictoriaMetrics accepted")
+	}
+	if err := run([]string{"-workload", "histograms", "-dashboard-refreshes", "3", "-peers", "tandem", "-tandem", bin}); err == nil {
+		t.Error("histograms with the node_exporter dashboard accepted")
+	}
+	if r.Dashboard != nil {
+		t.Errorf("dashboard run on the histogram workload: %+v", r.Dashboard)
 	}
 }
