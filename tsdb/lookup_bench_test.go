@@ -18,9 +18,11 @@ import (
 )
 
 // BenchmarkSeriesLookup is /api/v1/series of one target's metric in a head
-// of many series (issue 20's point lookup at 1M active series), on tandem's
-// DB and on Prometheus's TSDB in the same run. LOOKUP_TARGETS sets the
-// targets (default 200; 2000 is about 1M series, ~1 min to load each).
+// of many series (issue 20's point lookup at 1M active series), and the same
+// in a block holding them, on tandem's DB and on Prometheus's TSDB in the
+// same run. Each case selects node_cpu_seconds_total{instance="<target>"}
+// (target) and that with mode!="idle" (target-mode). LOOKUP_TARGETS sets the
+// targets (default 200; 2000 is about 1M series, ~1 min to load each DB).
 func BenchmarkSeriesLookup(b *testing.B) {
 	targets := 200
 	if v, err := strconv.Atoi(os.Getenv("LOOKUP_TARGETS")); err == nil && v > 0 {
@@ -37,39 +39,50 @@ func BenchmarkSeriesLookup(b *testing.B) {
 			instance = sc.Instance
 		}
 	}
-	ms := []*labels.Matcher{
+	target := []*labels.Matcher{
 		labels.MustNewMatcher(labels.MatchEqual, labels.MetricName, "node_cpu_seconds_total"),
 		labels.MustNewMatcher(labels.MatchEqual, "instance", instance),
 	}
+	cases := []struct {
+		name string
+		ms   []*labels.Matcher
+	}{
+		{"target", target},
+		{"target-mode", append(target[:2:2], labels.MustNewMatcher(labels.MatchNotEqual, "mode", "idle"))},
+	}
 	hints := &storage.SelectHints{Start: math.MinInt64, End: math.MaxInt64, Func: "series"}
 	lookup := func(b *testing.B, q storage.Queryable) {
-		want := -1
-		b.ReportAllocs()
-		b.ResetTimer()
-		for b.Loop() {
-			qr, err := q.Querier(math.MinInt64, math.MaxInt64)
-			if err != nil {
-				b.Fatal(err)
-			}
-			ss := qr.Select(context.Background(), true, hints, ms...)
-			n := 0
-			for ss.Next() {
-				_ = ss.At().Labels()
-				n++
-			}
-			if err := ss.Err(); err != nil {
-				b.Fatal(err)
-			}
-			qr.Close()
-			if want >= 0 && n != want || n == 0 {
-				b.Fatalf("%d series, want %d", n, want)
-			}
-			want = n
+		for _, c := range cases {
+			b.Run(c.name, func(b *testing.B) {
+				want := -1
+				b.ReportAllocs()
+				for b.Loop() {
+					qr, err := q.Querier(math.MinInt64, math.MaxInt64)
+					if err != nil {
+						b.Fatal(err)
+					}
+					ss := qr.Select(context.Background(), true, hints, c.ms...)
+					n := 0
+					for ss.Next() {
+						_ = ss.At().Labels()
+						n++
+					}
+					if err := ss.Err(); err != nil {
+						b.Fatal(err)
+					}
+					qr.Close()
+					if want >= 0 && n != want || n == 0 {
+						b.Fatalf("%d series, want %d", n, want)
+					}
+					want = n
+				}
+			})
 		}
 	}
 
-	b.Run("tandem", func(b *testing.B) {
-		db, err := OpenDB(b.TempDir(), DBOptions{Head: head.Options{WALSyncInterval: time.Hour, Now: func() int64 { return 1 << 50 }}})
+	tandem := func(b *testing.B, flush bool) {
+		now := int64(1 << 50)
+		db, err := OpenDB(b.TempDir(), DBOptions{Head: head.Options{WALSyncInterval: time.Hour, Now: func() int64 { return now }}})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -80,9 +93,19 @@ func BenchmarkSeriesLookup(b *testing.B) {
 			}
 		}
 		b.Logf("%d series", db.GroupStats(1).Series)
+		if flush {
+			// A day later the targets are idle: their groups leave the head once flushed.
+			now += 24 * time.Hour.Milliseconds()
+			if err := db.Flush(true); err != nil {
+				b.Fatal(err)
+			}
+			if len(db.Blocks()) != 1 || db.GroupStats(1).Series != 0 {
+				b.Fatalf("%d blocks, %d series left in the head", len(db.Blocks()), db.GroupStats(1).Series)
+			}
+		}
 		lookup(b, db)
-	})
-	b.Run("prometheus", func(b *testing.B) {
+	}
+	prometheus := func(b *testing.B, compact bool) {
 		db, err := promtsdb.Open(b.TempDir(), nil, nil, promtsdb.DefaultOptions(), nil)
 		if err != nil {
 			b.Fatal(err)
@@ -99,6 +122,19 @@ func BenchmarkSeriesLookup(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+		if compact {
+			h := db.Head()
+			if err := db.CompactHead(promtsdb.NewRangeHead(h, h.MinTime(), h.MaxTime())); err != nil {
+				b.Fatal(err)
+			}
+			if len(db.Blocks()) != 1 || h.NumSeries() != 0 {
+				b.Fatalf("%d blocks, %d series left in the head", len(db.Blocks()), h.NumSeries())
+			}
+		}
 		lookup(b, db)
-	})
+	}
+	b.Run("tandem", func(b *testing.B) { tandem(b, false) })
+	b.Run("prometheus", func(b *testing.B) { prometheus(b, false) })
+	b.Run("tandem-block", func(b *testing.B) { tandem(b, true) })
+	b.Run("prometheus-block", func(b *testing.B) { prometheus(b, true) })
 }

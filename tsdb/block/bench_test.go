@@ -5,7 +5,10 @@ import (
 	"io/fs"
 	"log/slog"
 	"math"
+	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
@@ -286,6 +289,55 @@ func BenchmarkOpen(b *testing.B) {
 				blk.Close()
 			}
 			b.ReportMetric(float64(n), "samples")
+		})
+	}
+}
+
+// BenchmarkPostings evaluates the point lookups of tsdb's
+// BenchmarkSeriesLookup (one target's node_cpu_seconds_total, and that
+// without mode="idle") on a block's index alone. LOOKUP_TARGETS sets the
+// targets (default 200; 2000 is about 1M series).
+func BenchmarkPostings(b *testing.B) {
+	targets := 200
+	if v, err := strconv.Atoi(os.Getenv("LOOKUP_TARGETS")); err == nil && v > 0 {
+		targets = v
+	}
+	gs, mint, maxt, _ := nodeGroups(b, targets, 1)
+	dir := b.TempDir()
+	meta, err := Write(dir, mint, maxt, Groups(gs), WriteOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	blk, err := Open(filepath.Join(dir, meta.ULID))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer blk.Close()
+	b.Logf("%d series", blk.NumSeries())
+	target := []*labels.Matcher{
+		labels.MustNewMatcher(labels.MatchEqual, labels.MetricName, "node_cpu_seconds_total"),
+		labels.MustNewMatcher(labels.MatchEqual, "instance", gs[len(gs)/2].Members[0].Get("instance")),
+	}
+	gs = nil
+	runtime.GC() // the samples written are garbage now: no marking of them during the loop
+	for _, c := range []struct {
+		name string
+		ms   []*labels.Matcher
+	}{
+		{"target", target},
+		{"target-mode", append(target[:2:2], labels.MustNewMatcher(labels.MatchNotEqual, "mode", "idle"))},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			n := 0
+			for b.Loop() {
+				ids, err := blk.Postings(c.ms...)
+				if err != nil || len(ids) == 0 {
+					b.Fatalf("%d ids, %v", len(ids), err)
+				}
+				n = len(ids)
+			}
+			b.ReportMetric(float64(n), "series/op")
 		})
 	}
 }

@@ -3,113 +3,13 @@ package block
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/tandem-tsdb/tandem/tsdb/internal/sorted"
 )
-
-// allPostings returns 0..NumSeries-1.
-func (b *Block) allPostings() []uint32 {
-	p := make([]uint32, b.nseries)
-	for i := range p {
-		p[i] = uint32(i)
-	}
-	return p
-}
-
-// Postings returns the sorted ids of the series matching all matchers, with
-// Prometheus semantics (a missing label matches as ""); no matchers select every series.
-func (b *Block) Postings(ms ...*labels.Matcher) ([]uint32, error) {
-	if len(ms) == 0 {
-		return b.allPostings(), nil
-	}
-	var res []uint32
-	for i, m := range ms {
-		p, err := b.matcherPostings(m)
-		if err != nil {
-			return nil, err
-		}
-		if i == 0 {
-			res = p
-		} else {
-			res = sorted.Intersect(res[:0], res, p)
-		}
-		if len(res) == 0 {
-			return []uint32{}, nil
-		}
-	}
-	return res, nil
-}
-
-// matcherPostings returns the series matching one matcher.
-func (b *Block) matcherPostings(m *labels.Matcher) ([]uint32, error) {
-	e, ok := b.findName(m.Name)
-	matchesEmpty := m.Matches("")
-	if !ok {
-		if matchesEmpty {
-			return b.allPostings(), nil
-		}
-		return []uint32{}, nil
-	}
-	// With matchesEmpty, select the values that do NOT match and take the complement.
-	want := !matchesEmpty
-	var exact []string
-	switch {
-	case m.Type == labels.MatchEqual && want, m.Type == labels.MatchNotEqual && !want:
-		exact = []string{m.Value}
-	case m.Type == labels.MatchRegexp && want, m.Type == labels.MatchNotRegexp && !want:
-		exact = m.SetMatches()
-	}
-	var p []uint32
-	var err error
-	if exact != nil {
-		for _, v := range exact {
-			off, found, ferr := b.findValue(e, v)
-			if ferr != nil {
-				return nil, ferr
-			}
-			if found {
-				if p, err = b.postingsAt(off, p); err != nil {
-					return nil, err
-				}
-			}
-		}
-	} else {
-		if ferr := b.forValues(e, func(v []byte, off uint32) bool {
-			if m.Matches(string(v)) == want {
-				p, err = b.postingsAt(off, p)
-			}
-			return err == nil
-		}); ferr != nil {
-			return nil, ferr
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	slices.Sort(p) // lists of different values of one name are disjoint
-	p = slices.Compact(p)
-	if want {
-		return p, nil
-	}
-	return complement(p, b.nseries), nil
-}
-
-// complement returns the ids in [0, n) that are not in the sorted list p.
-func complement(p []uint32, n int) []uint32 {
-	out := make([]uint32, 0, n-len(p))
-	j := 0
-	for i := 0; i < n; i++ {
-		if j < len(p) && p[j] == uint32(i) {
-			j++
-			continue
-		}
-		out = append(out, uint32(i))
-	}
-	return out
-}
 
 // SeriesID returns the id of the series with labels lset, found by binary
 // search (series ids are in label order); false if the block lacks it.
@@ -191,7 +91,7 @@ func (b *Block) LabelValues(name string, ms ...*labels.Matcher) ([]string, error
 	var perr error
 	var p []uint32
 	if ferr := b.forValues(e, func(v []byte, off uint32) bool {
-		p, perr = b.postingsAt(off, p[:0])
+		p, perr = b.postingsAt(off, math.MaxUint32, p[:0])
 		if perr != nil {
 			return false
 		}

@@ -48,6 +48,9 @@ type Block struct {
 	groupMetas sync.Map // group → [][]chunkMeta: chunk lists of groups with many members, parsed once
 	common     sync.Map // group → []uint64: symbol references of the labels its members share (version 3)
 
+	leadOnce sync.Once
+	lead     *nameEntry // see leadingName
+
 	// exemplars is the mmapped exemplars file, nil when the block has none.
 	exemplars         []byte
 	exemplarsPath     string
@@ -632,30 +635,4 @@ func (b *Block) findValue(e *nameEntry, value string) (uint32, bool, error) {
 		}
 	}
 	return 0, false, nil
-}
-
-// postingsAt decodes the postings list at off, appending to dst.
-func (b *Block) postingsAt(off uint32, dst []uint32) ([]uint32, error) {
-	p := b.sec[secPostings]
-	if uint64(off) >= uint64(len(p)) {
-		return dst, fmt.Errorf("%s: postings offset %d out of range: %w", b.indexPath, off, ErrCorrupt)
-	}
-	d := decbuf{b: p[off:]}
-	n := d.uvarintInt(b.nseries)
-	var id uint64
-	for i := 0; i < n && d.err == nil; i++ {
-		delta := d.uvarint()
-		if i > 0 && delta == 0 {
-			return dst, fmt.Errorf("%s: postings at %d not increasing: %w", b.indexPath, off, ErrCorrupt)
-		}
-		id += delta
-		if id >= uint64(b.nseries) {
-			return dst, fmt.Errorf("%s: postings at %d: series %d out of range: %w", b.indexPath, off, id, ErrCorrupt)
-		}
-		dst = append(dst, uint32(id))
-	}
-	if d.err != nil {
-		return dst, fmt.Errorf("%s: postings at %d: %w: %w", b.indexPath, off, d.err, ErrCorrupt)
-	}
-	return dst, nil
 }
