@@ -12,8 +12,9 @@ const (
 )
 
 // Run maintains the storage until ctx is done: every SealInterval it seals
-// the open rows of idle groups and realigns the samples lagging members
-// stored on their own (head.Realign); at the first of those ticks and then every
+// the open rows of idle groups, realigns the samples lagging members
+// stored on their own (head.Realign) and settles the head's index
+// (head.SettleIndex); at the first of those ticks and then every
 // FlushInterval it flushes full head ranges to blocks, compacts blocks and
 // applies retention. A failed step is logged and retried at its next turn
 // (nothing is lost: the head keeps what it could not flush).
@@ -35,6 +36,7 @@ func (db *DB) Run(ctx context.Context) {
 		case now := <-t.C:
 			db.head.SealIdle()
 			db.head.Realign()
+			db.head.SettleIndex()
 			if now.Before(nextFlush) {
 				continue
 			}

@@ -310,6 +310,7 @@ func Open(dir string, opts Options) (*Head, error) {
 		h.lock.Release()
 		return nil, fmt.Errorf("replay WAL: %w", err)
 	}
+	h.index.settle() // a checkpoint lists series group by group, not by reference
 	h.logger.Info("WAL replayed", "records", n, "series", h.counters.series.Load(),
 		"groups", h.counters.groups.Load(), "duration", time.Since(start))
 	h.ready.Store(true)

@@ -16,7 +16,8 @@ import (
 type memIndex struct {
 	mu       sync.RWMutex
 	postings map[string]map[string]*postingList
-	all      postingList // every series ref
+	all      postingList    // every series ref
+	late     []*postingList // lists that may hold pending references (settle merges them)
 }
 
 func newMemIndex() *memIndex {
@@ -26,7 +27,9 @@ func newMemIndex() *memIndex {
 func (ix *memIndex) add(ref uint64, lset labels.Labels) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	ix.all.add(ref)
+	if ix.all.add(ref) {
+		ix.late = append(ix.late, &ix.all)
+	}
 	lset.Range(func(l labels.Label) {
 		vals := ix.postings[l.Name]
 		if vals == nil {
@@ -38,8 +41,33 @@ func (ix *memIndex) add(ref uint64, lset labels.Labels) {
 			pl = &postingList{}
 			vals[l.Value] = pl
 		}
-		pl.add(ref)
+		if pl.add(ref) {
+			ix.late = append(ix.late, pl)
+		}
 	})
+}
+
+// settle merges the pending references of every list into its data, so
+// that queries seek through each list instead of decoding and sorting it;
+// it returns the number of lists rewritten.
+func (ix *memIndex) settle() int {
+	ix.mu.RLock()
+	n := len(ix.late)
+	ix.mu.RUnlock()
+	if n == 0 {
+		return 0
+	}
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	n = 0
+	for _, pl := range ix.late {
+		if len(pl.pending) > 0 {
+			pl.settle()
+			n++
+		}
+	}
+	ix.late = nil
+	return n
 }
 
 // remove drops the series in removed (ref → labels) from the index, each
@@ -168,13 +196,45 @@ func (ix *memIndex) postingsFor(ms ...*labels.Matcher) []uint64 {
 		if !m.Matches("") {
 			continue
 		}
-		// Remove series that carry the label with a value the matcher rejects.
-		result = subtract(result, ix.valuesMatching(m, false))
+		// Remove series that carry the label with a value the matcher
+		// rejects: seeking through those values' lists when the matcher
+		// names them (!="v", !~"a|b"), else subtracting their union.
+		if lists, ok := ix.rejectedLists(m); ok {
+			for _, pl := range lists {
+				result = subtract(result, pl.filter(slices.Clone(result)))
+			}
+		} else {
+			result = subtract(result, ix.valuesMatching(m, false))
+		}
 		if len(result) == 0 {
 			return nil
 		}
 	}
 	return result
+}
+
+// rejectedLists returns the lists of the values a matcher that matches ""
+// rejects, when it names them: m is != or a !~ of alternatives.
+func (ix *memIndex) rejectedLists(m *labels.Matcher) ([]*postingList, bool) {
+	var values []string
+	switch m.Type {
+	case labels.MatchNotEqual:
+		values = []string{m.Value}
+	case labels.MatchNotRegexp:
+		if values = m.SetMatches(); len(values) == 0 {
+			return nil, false
+		}
+	default:
+		return nil, false
+	}
+	vals := ix.postings[m.Name]
+	lists := make([]*postingList, 0, len(values))
+	for _, v := range values {
+		if pl := vals[v]; pl != nil {
+			lists = append(lists, pl)
+		}
+	}
+	return lists, true
 }
 
 // labelNames returns all label names, sorted.

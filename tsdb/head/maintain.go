@@ -18,3 +18,8 @@ func (h *Head) SealIdle() int {
 	})
 	return sealed
 }
+
+// SettleIndex merges the references that reached the index out of order
+// (series created concurrently, a WAL replay) into their posting lists, so
+// that queries seek through them; it returns the number of lists rewritten.
+func (h *Head) SettleIndex() int { return h.index.settle() }

@@ -12,10 +12,13 @@ import (
 // gaps between them. References are handed out in increasing order, so
 // lists grow at their end, and a gap takes one or two bytes where a
 // reference takes eight: the head's postings are its largest per-series
-// structure after the labels otherwise. References older than the newest
-// (a WAL replay, whose checkpoint lists series group by group) wait in a
-// small unsorted buffer that is merged in once it holds a sixteenth of the
-// list, so building a list in any order costs O(n log n), not O(n²).
+// structure after the labels otherwise. A reference a little older than the
+// newest (series created concurrently take their references in one order
+// and reach the index in another) is inserted into one of the list's last two
+// blocks of skipEvery references; one older than that (a WAL replay, whose checkpoint
+// lists series group by group) waits in a small unsorted buffer that is
+// merged in once it holds a sixteenth of the list, or when the index
+// settles, so building a list in any order costs O(n log n), not O(n²).
 //
 // Every skipEvery-th reference of data has a skip entry, so that filter can
 // seek in a long list (a metric name's) instead of decoding all of it.
@@ -23,7 +26,6 @@ type postingList struct {
 	data    []byte
 	last    uint64 // the largest reference in data; 0 when empty (references start at 1)
 	n       int    // references in data and pending
-	dn      int    // references in data
 	skips   []postingSkip
 	pending []uint64 // older than last, not in data, distinct
 }
@@ -48,16 +50,69 @@ func (p *postingList) appendData(ref uint64, inData int) {
 	p.last = ref
 }
 
-// add inserts ref, which the list does not hold.
-func (p *postingList) add(ref uint64) {
+// add inserts ref, which the list does not hold. It reports whether ref
+// made the pending buffer non-empty (the index then settles the list later).
+func (p *postingList) add(ref uint64) bool {
 	if ref > p.last {
 		p.appendData(ref, p.n-len(p.pending))
 		p.n++
-		return
+		return false
+	}
+	if p.insertTail(ref) {
+		return false
 	}
 	p.n++
 	p.pending = append(p.pending, ref)
 	if len(p.pending) > max(32, p.n/16) {
+		p.set(p.appendTo(nil))
+		return false
+	}
+	return len(p.pending) == 1
+}
+
+// insertTail inserts ref, smaller than p.last, into one of the last two
+// blocks of data when it falls there, re-encoding data from that block on
+// (at most 2·skipEvery references). Two, because a late reference may
+// belong before a block boundary that a newer one crossed.
+func (p *postingList) insertTail(ref uint64) bool {
+	k := len(p.skips)
+	j := k // the block ref falls in: block j > 0 starts at p.skips[j-1]
+	for j > 0 && p.skips[j-1].base >= ref {
+		if j--; j < k-1 {
+			return false
+		}
+	}
+	off, base := 0, uint64(0)
+	if j > 0 {
+		off, base = int(p.skips[j-1].off), p.skips[j-1].base
+	}
+	var buf [2*skipEvery + 1]uint64
+	refs, cur := buf[:0], base
+	for i := off; i < len(p.data); {
+		gap, n := binary.Uvarint(p.data[i:])
+		if n <= 0 || len(refs) == 2*skipEvery {
+			return false // cannot happen: written only by appendData
+		}
+		i, cur = i+n, cur+gap
+		refs = append(refs, cur)
+	}
+	at, found := slices.BinarySearch(refs, ref)
+	if found {
+		return true // held already: nothing to insert
+	}
+	refs = slices.Insert(refs, at, ref)
+	p.skips = p.skips[:max(j-1, 0)] // appendData writes the entries again
+	p.data, p.last = p.data[:off], base
+	for i, r := range refs {
+		p.appendData(r, j*skipEvery+i)
+	}
+	p.n++
+	return true
+}
+
+// settle merges the pending buffer into data.
+func (p *postingList) settle() {
+	if len(p.pending) > 0 {
 		p.set(p.appendTo(nil))
 	}
 }
@@ -93,9 +148,16 @@ func (p *postingList) set(refs []uint64) {
 // skipEvery references that some element of refs falls into: one target's
 // references against a metric's list decode a block or two of it.
 func (p *postingList) filter(refs []uint64) []uint64 {
-	if len(p.pending) > 0 { // rare: a replay in progress
-		return sorted.Intersect(refs[:0], refs, p.appendTo(nil))
+	if len(p.pending) > 0 { // rare: until the index settles after a replay
+		late := slices.Sorted(slices.Values(p.pending))
+		late = sorted.Intersect(late[:0], late, refs)
+		return sorted.Merge(make([]uint64, 0, len(refs)), p.filterData(refs), late)
 	}
+	return p.filterData(refs)
+}
+
+// filterData is filter of the references in data.
+func (p *postingList) filterData(refs []uint64) []uint64 {
 	out := refs[:0]
 	// Block b starts at p.skips[b-1], block 0 at the start of data.
 	start := func(b int) (int, uint64) {

@@ -1,6 +1,8 @@
 package head
 
 import (
+	"encoding/binary"
+	"fmt"
 	"math/rand"
 	"slices"
 	"testing"
@@ -31,6 +33,7 @@ func TestPostingList(t *testing.T) {
 		if len(ref) > 0 && pl.last != ref[len(ref)-1] || len(ref) == 0 && pl.last != 0 {
 			t.Fatalf("%s: last %d", step, pl.last)
 		}
+		checkSkips(t, &pl)
 	}
 	next := uint64(0)
 	for i := 0; i < 2000; i++ {
@@ -42,6 +45,10 @@ func TestPostingList(t *testing.T) {
 				next += 1 << (20 + rng.Intn(40)) // long gaps
 			}
 			r = next
+		case k < 8 && next > 0: // a little older: into the last block
+			if r = next - uint64(rng.Intn(200)); r == 0 || want[r] {
+				continue
+			}
 		case k < 9 && next > 0: // older
 			if r = 1 + uint64(rng.Int63n(int64(next))); want[r] {
 				continue
@@ -151,11 +158,25 @@ func TestPostingListFilter(t *testing.T) {
 			all = append(all, ref)
 		}
 		order := slices.Clone(all)
-		if trial%3 == 1 { // some out of order: pending, then merged
+		switch trial % 6 {
+		case 1: // out of order: pending, then merged
 			rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		case 3: // a few places late, as concurrent creations reach the index
+			for i := range order {
+				if j := i + rng.Intn(8); j < len(order) {
+					order[i], order[j] = order[j], order[i]
+				}
+			}
 		}
 		for _, r := range order {
 			p.add(r)
+		}
+		checkSkips(t, &p)
+		if trial%6 == 5 {
+			p.settle()
+			if len(p.pending) > 0 {
+				t.Fatalf("trial %d: %d pending after settle", trial, len(p.pending))
+			}
 		}
 		if trial%5 == 2 {
 			p.removeIf(func(r uint64) bool { return r%7 == 0 })
@@ -193,6 +214,164 @@ func TestPostingListFilter(t *testing.T) {
 		got := p.filter(slices.Clone(refs))
 		if !slices.Equal(got, want) && !(len(got) == 0 && len(want) == 0) {
 			t.Fatalf("trial %d: filter of %d refs against %d: %d kept, want %d", trial, len(refs), len(all), len(got), len(want))
+		}
+	}
+}
+
+// checkSkips fails unless every skip entry of p locates the reference it
+// stands for: skips[b] starts the (b+1)·skipEvery-th reference of data, its
+// base the reference before it.
+func checkSkips(t *testing.T, p *postingList) {
+	t.Helper()
+	var refs []uint64
+	var offs []int
+	cur := uint64(0)
+	for i := 0; i < len(p.data); {
+		gap, n := binary.Uvarint(p.data[i:])
+		offs = append(offs, i)
+		i, cur = i+n, cur+gap
+		refs = append(refs, cur)
+	}
+	if want := max(0, (len(refs)-1)/skipEvery); len(p.skips) != want {
+		t.Fatalf("%d skip entries for %d references, want %d", len(p.skips), len(refs), want)
+	}
+	for b, s := range p.skips {
+		k := (b + 1) * skipEvery
+		if int(s.off) != offs[k] || s.base != refs[k-1] {
+			t.Fatalf("skip %d: off %d base %d, want %d %d", b, s.off, s.base, offs[k], refs[k-1])
+		}
+	}
+	if len(refs)+len(p.pending) != p.n || !slices.IsSorted(refs) {
+		t.Fatalf("%d in data + %d pending, n %d; sorted %v", len(refs), len(p.pending), p.n, slices.IsSorted(refs))
+	}
+}
+
+// TestMemIndexLateReferences: references that reach the index a few places
+// late (series created concurrently) go into their lists' last blocks, not
+// the pending buffer; older ones wait there until settle merges them, and
+// postingsFor answers the same before and after.
+func TestMemIndexLateReferences(t *testing.T) {
+	rng := rand.New(rand.NewSource(3))
+	ix := newMemIndex()
+	const n = 5000
+	order := make([]uint64, n)
+	for i := range order {
+		order[i] = uint64(i + 1)
+	}
+	for i := range order {
+		if j := i + rng.Intn(6); j < n {
+			order[i], order[j] = order[j], order[i]
+		}
+	}
+	lset := func(r uint64) labels.Labels {
+		return labels.FromStrings("__name__", fmt.Sprint("m", r%5), "instance", fmt.Sprint("i", r%100), "job", "node")
+	}
+	for _, r := range order {
+		ix.add(r, lset(r))
+	}
+	pending := func() int {
+		k := len(ix.all.pending)
+		for _, vals := range ix.postings {
+			for _, pl := range vals {
+				k += len(pl.pending)
+				checkSkips(t, pl)
+			}
+		}
+		return k
+	}
+	if k := pending(); k != 0 {
+		t.Fatalf("%d references pending after adds a few places late", k)
+	}
+	for r := uint64(n + 1); r <= n+200; r++ { // then a replay's older group: these wait
+		ix.add(r, lset(r))
+	}
+	for r := uint64(n + 400); r > n+200; r-- {
+		ix.add(r, lset(r))
+	}
+	if pending() == 0 {
+		t.Fatal("no reference pending after adds in reverse")
+	}
+	eq := func(name, value string) *labels.Matcher { return labels.MustNewMatcher(labels.MatchEqual, name, value) }
+	query := []*labels.Matcher{eq("job", "node"), eq("instance", "i7"), eq("__name__", "m2")}
+	var want []uint64
+	for r := uint64(1); r <= n+400; r++ {
+		if r%100 == 7 && r%5 == 2 {
+			want = append(want, r)
+		}
+	}
+	if got := ix.postingsFor(query...); !slices.Equal(got, want) {
+		t.Fatalf("before settle: %v, want %v", got, want)
+	}
+	if ix.settle() == 0 || pending() != 0 {
+		t.Fatalf("settle left %d pending", pending())
+	}
+	if got := ix.postingsFor(query...); !slices.Equal(got, want) {
+		t.Fatalf("after settle: %v, want %v", got, want)
+	}
+	if ix.settle() != 0 {
+		t.Fatal("second settle rewrote lists")
+	}
+}
+
+// TestMemIndexDifferential compares postingsFor with labels.Matcher.Matches
+// over every series' labels, for random series added in a shuffled order
+// (some removed again) and random matchers of every type.
+func TestMemIndexDifferential(t *testing.T) {
+	rng := rand.New(rand.NewSource(5))
+	names := []string{"__name__", "cpu", "instance", "job", "mode", "missing"}
+	values := []string{"", "a", "b", "ab", "idle", "user", "host-1", "host-12", "7"}
+	regexps := []string{".*", ".+", "", "a|b", "idle|user", "idle|", "host-1.*", "(a|ab)", "[0-5]", "(?i)A", "nope|a"}
+	types := []labels.MatchType{labels.MatchEqual, labels.MatchNotEqual, labels.MatchRegexp, labels.MatchNotRegexp}
+	for round := range 6 {
+		ix := newMemIndex()
+		sets := map[uint64]labels.Labels{}
+		n := 1 + rng.Intn(3000)
+		for _, i := range rng.Perm(n) {
+			b := labels.NewBuilder(labels.EmptyLabels())
+			for _, name := range names[:5] {
+				if rng.Intn(4) > 0 {
+					b.Set(name, values[1+rng.Intn(len(values)-1)])
+				}
+			}
+			ref := uint64(i + 1)
+			sets[ref] = b.Set("id", fmt.Sprint(ref)).Labels()
+			ix.add(ref, sets[ref])
+		}
+		removed := map[uint64]labels.Labels{}
+		for ref, l := range sets {
+			if rng.Intn(10) == 0 {
+				removed[ref] = l
+				delete(sets, ref)
+			}
+		}
+		ix.remove(removed)
+		if round%2 == 1 {
+			ix.settle()
+		}
+		for range 300 {
+			ms := make([]*labels.Matcher, 1+rng.Intn(3))
+			for i := range ms {
+				typ := types[rng.Intn(len(types))]
+				v := values[rng.Intn(len(values))]
+				if typ >= labels.MatchRegexp && rng.Intn(3) > 0 {
+					v = regexps[rng.Intn(len(regexps))]
+				}
+				ms[i] = labels.MustNewMatcher(typ, names[rng.Intn(len(names))], v)
+			}
+			var want []uint64
+			for ref, l := range sets {
+				ok := true
+				for _, m := range ms {
+					ok = ok && m.Matches(l.Get(m.Name))
+				}
+				if ok {
+					want = append(want, ref)
+				}
+			}
+			slices.Sort(want)
+			if got := ix.postingsFor(ms...); !slices.Equal(got, want) {
+				t.Fatalf("round %d: postingsFor(%v) = %d refs, want %d", round, ms, len(got), len(want))
+			}
 		}
 	}
 }
