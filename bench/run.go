@@ -57,6 +57,10 @@ type RunOptions struct {
 	// Dashboard, when Refreshes > 0, runs the dashboard refreshes
 	// (RunDashboard) after the query set.
 	Dashboard DashboardOptions
+	// QueryDelay is how long every system is left alone between ingest (and
+	// its background work) and the queries: a replay compressed into seconds
+	// would otherwise be queried before any periodic maintenance ran.
+	QueryDelay time.Duration
 }
 
 // RunPeer starts one system, replays w into it and measures it.
@@ -132,6 +136,20 @@ func RunPeer(ctx context.Context, kind Kind, bin string, w *Workload, qs []Query
 	// Background work that ingest started (merges, compaction, a WAL
 	// checkpoint) finishes before the queries are timed, for every system.
 	idle += waitIdle(ctx, p, time.Minute)
+	if o.QueryDelay > 0 {
+		select {
+		case <-ctx.Done():
+			return r, ctx.Err()
+		case <-time.After(o.QueryDelay):
+		}
+		if kind == Tandem {
+			if m, err := p.Metrics(ctx); err == nil {
+				o.Logger.Info("head layout before queries", "system", kind,
+					"unaligned", metricValue(m, `tandem_head_members{layout="unaligned"}`),
+					"realigned_samples", metricValue(m, "tandem_head_realigned_samples_total"))
+			}
+		}
+	}
 	o.Logger.Info("querying", "system", kind, "bytes_per_sample", strconv.FormatFloat(r.BytesPerSample, 'f', 3, 64),
 		"waited_for_idle", idle.Round(100*time.Millisecond))
 	// Allocations of the query phase: pprof -base <kind>-allocs-before-queries.pprof <kind>-allocs-after-queries.pprof.

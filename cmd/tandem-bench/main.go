@@ -59,6 +59,7 @@ func run(args []string) error {
 	lag := fs.Duration("shard-lag", 15*time.Second, "How far (in data time) a sender shard may run ahead of the slowest: about one scrape interval, as when Prometheus sends in real time; larger values model a backlog (at most 1h: Prometheus refuses older samples).")
 	wl := fs.String("workload", "floats", "Workload: floats (node_exporter-like) or histograms (native histograms and NHCB, remote-write 2.0, 20 targets × 6 h for -size quick; VictoriaMetrics is left out: it does not store native histograms).")
 	dashRefreshes := fs.Int("dashboard-refreshes", 30, "Dashboard refreshes after the query set: every panel of a node_exporter dashboard of one target at once, the target rotating (-workload floats only); 0 disables.")
+	queryDelay := fs.Duration("query-delay", 0, "Leave every system alone this long after ingest before the queries (e.g. one maintenance interval, 15s, after a -shard-lag replay).")
 	dashTimeout := fs.Duration("dashboard-timeout", 2*time.Minute, "No dashboard refresh starts after this long (per system).")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -178,9 +179,14 @@ func run(args []string) error {
 	if hist {
 		qs = bench.HistogramQuerySet(w)
 	}
+	if *profDir != "" {
+		if err := os.MkdirAll(*profDir, 0o755); err != nil {
+			return fmt.Errorf("profile dir: %w", err)
+		}
+	}
 	slack := int(*lag / (5 * time.Second)) // rounds are 5 s batch deadlines
 	opts := bench.RunOptions{WorkDir: *workDir, Reps: *reps, Slack: slack, Logger: logger, ProfileDir: *profDir, ProfileSeconds: *profSecs,
-		Dashboard: bench.DashboardOptions{Refreshes: *dashRefreshes, Timeout: *dashTimeout}}
+		Dashboard: bench.DashboardOptions{Refreshes: *dashRefreshes, Timeout: *dashTimeout}, QueryDelay: *queryDelay}
 	for _, k := range order {
 		res, err := bench.RunPeer(ctx, k, bins[k], w, qs, opts)
 		if err != nil {

@@ -3,6 +3,7 @@ package head
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 )
 
@@ -75,7 +76,7 @@ func (sc *realignScratch) timestamps(tb *table, i int) []int64 {
 // On an error (a chunk that does not decode) nothing changes.
 func (g *group) realign(cut chunkCut, sc *realignScratch) (int, error) {
 	tb := g.aligned
-	if g.nHist == len(g.members) || len(tb.chunks) == 0 {
+	if g.nHist == len(g.members) || len(tb.chunks) == 0 && (tb.building == nil || tb.building.rows == 0) {
 		return 0, nil
 	}
 	if sc.tss == nil {
@@ -84,18 +85,43 @@ func (g *group) realign(cut chunkCut, sc *realignScratch) (int, error) {
 	clear(sc.tss)
 	clear(sc.adds)
 	clear(sc.moves)
-	frozenMax := tb.chunks[len(tb.chunks)-1].maxT
+	frozenMax := int64(math.MinInt64)
+	if len(tb.chunks) > 0 {
+		frozenMax = tb.chunks[len(tb.chunks)-1].maxT
+	}
+	early := false // whether the shared chunk being built is frozen now
+	for _, s := range g.members {
+		if s == nil || s.x == nil || s.x.own == nil || s.x.hist || s.x.unaligned {
+			continue
+		}
+		x, own := s.x, s.x.own
+		if b := own.building; b != nil && b.rows > 0 && b.hist == nil && len(own.open) == 0 {
+			// Rejoined: nothing more comes to its own table.
+			own.chunks = append(own.chunks, cut.freeze(b))
+			own.building = nil
+		}
+		// A rejoined member's last own chunks overlap the shared chunk
+		// being built; they would wait for it to fill, and when the
+		// sender is done catching up (or idle) it may not fill before the
+		// flush. It is frozen short instead, once per member's rejoining:
+		// own chunks are examined once.
+		if b := tb.building; b != nil && b.rows > 0 && b.hist == nil {
+			for _, o := range own.chunks {
+				early = early || o.maxT > frozenMax && o.maxT <= b.maxT && !(x.realignedAny && o.maxT <= x.realignedTo)
+			}
+		}
+	}
+	if early {
+		tb.chunks = append(tb.chunks, cut.freeze(tb.building))
+		tb.building = nil
+		frozenMax = tb.chunks[len(tb.chunks)-1].maxT
+	}
 	moved := 0
 	for _, s := range g.members {
 		if s == nil || s.x == nil || s.x.own == nil || s.x.hist {
 			continue
 		}
 		x, own := s.x, s.x.own
-		if b := own.building; !x.unaligned && b != nil && b.rows > 0 && b.hist == nil && len(own.open) == 0 {
-			// Rejoined: nothing more comes to its own table.
-			own.chunks = append(own.chunks, cut.freeze(b))
-			own.building = nil
-		}
 		for _, o := range own.chunks {
 			if x.realignedAny && o.maxT <= x.realignedTo || o.maxT > frozenMax {
 				continue

@@ -210,3 +210,26 @@ func BenchmarkHeadCatchUpQuery(b *testing.B) {
 	lagging.Realign()
 	b.Run("catch_up_realigned", func(b *testing.B) { read(b, lagging) })
 }
+
+// TestHeadRealignTail: when the catch-up ends with the data (the sender
+// stops, or is idle until its next scrape), the lagging members' last own
+// chunks overlap the shared chunk still being built; Realign freezes that
+// chunk early so they move as well, and nothing is left on its own.
+func TestHeadRealignTail(t *testing.T) {
+	now := int64(1 << 40)
+	h := openHead(t, t.TempDir(), func(o *Options) { o.ChunkRows = 32; o.Now = func() int64 { return now } })
+	rng := rand.New(rand.NewPCG(3, 4))
+	want := catchUp(t, h, 24, 6, 10, 200, 2, func(int) bool { return false }, rng)
+	if ownTables(h) == 0 {
+		t.Fatal("no member on its own after the catch-up")
+	}
+	now = 1 << 50 // idle: the open rows are sealed
+	h.SealIdle()
+	if moved := h.Realign(); moved == 0 {
+		t.Fatal("nothing realigned")
+	}
+	if n := ownTables(h); n != 0 {
+		t.Fatalf("%d members still on their own", n)
+	}
+	compareModels(t, want, readAll(t, h, math.MinInt64, math.MaxInt64))
+}
