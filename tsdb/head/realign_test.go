@@ -217,7 +217,8 @@ func BenchmarkHeadCatchUpQuery(b *testing.B) {
 // chunk early so they move as well, and nothing is left on its own.
 func TestHeadRealignTail(t *testing.T) {
 	now := int64(1 << 40)
-	h := openHead(t, t.TempDir(), func(o *Options) { o.ChunkRows = 32; o.Now = func() int64 { return now } })
+	dir := t.TempDir()
+	h := openHead(t, dir, func(o *Options) { o.ChunkRows = 32; o.Now = func() int64 { return now } })
 	rng := rand.New(rand.NewPCG(3, 4))
 	want := catchUp(t, h, 24, 6, 10, 200, 2, func(int) bool { return false }, rng)
 	if ownTables(h) == 0 {
@@ -232,4 +233,12 @@ func TestHeadRealignTail(t *testing.T) {
 		t.Fatalf("%d members still on their own", n)
 	}
 	compareModels(t, want, readAll(t, h, math.MinInt64, math.MaxInt64))
+	// A checkpoint taken from the realigned chunks replays to the same data.
+	if err := h.Checkpoint(math.MinInt64); err != nil {
+		t.Fatal(err)
+	}
+	h.Close()
+	h2 := openHead(t, dir, func(o *Options) { o.ChunkRows = 32; o.Now = func() int64 { return now } })
+	defer h2.Close()
+	compareModels(t, want, readAll(t, h2, math.MinInt64, math.MaxInt64))
 }
