@@ -22,11 +22,12 @@ import (
 // replaced, never changed.
 func (h *Head) Realign() int {
 	cut := h.cut()
+	idleBefore := h.opts.Now() - h.opts.OpenWindow.Milliseconds()
 	var sc realignScratch
 	moved := 0
 	h.forEachGroup(func(g *group) {
 		g.mu.Lock()
-		n, err := g.realign(cut, &sc)
+		n, err := g.realign(cut, g.lastAppend < idleBefore, &sc)
 		g.mu.Unlock()
 		if err != nil {
 			h.logger.Warn("realigning a group's lagging members failed; they stay on their own", "group", g.key, "err", err)
@@ -73,8 +74,9 @@ func (sc *realignScratch) timestamps(tb *table, i int) []int64 {
 // realign moves what it can of the group's members' own chunks into its
 // shared chunks; called with g.mu held. Own chunks are looked at once: what
 // does not fit when the shared chunks of its time are frozen never will.
-// On an error (a chunk that does not decode) nothing changes.
-func (g *group) realign(cut chunkCut, sc *realignScratch) (int, error) {
+// On an error (a chunk that does not decode) nothing changes. idle tells
+// that the group received nothing for the open window.
+func (g *group) realign(cut chunkCut, idle bool, sc *realignScratch) (int, error) {
 	tb := g.aligned
 	if g.nHist == len(g.members) || len(tb.chunks) == 0 && (tb.building == nil || tb.building.rows == 0) {
 		return 0, nil
@@ -103,9 +105,11 @@ func (g *group) realign(cut chunkCut, sc *realignScratch) (int, error) {
 		// A rejoined member's last own chunks overlap the shared chunk
 		// being built; they would wait for it to fill, and when the
 		// sender is done catching up (or idle) it may not fill before the
-		// flush. It is frozen short instead, once per member's rejoining:
+		// flush. It is frozen short instead when the group is idle or the
+		// chunk half full (a member that keeps leaving and rejoining
+		// makes shared chunks at most twice as many), once per rejoining:
 		// own chunks are examined once.
-		if b := tb.building; b != nil && b.rows > 0 && b.hist == nil {
+		if b := tb.building; b != nil && b.rows > 0 && b.hist == nil && (idle || 2*b.rows >= cut.rows) {
 			for _, o := range own.chunks {
 				early = early || o.maxT > frozenMax && o.maxT <= b.maxT && !(x.realignedAny && o.maxT <= x.realignedTo)
 			}
