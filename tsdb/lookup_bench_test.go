@@ -78,6 +78,25 @@ func BenchmarkSeriesLookup(b *testing.B) {
 				}
 			})
 		}
+		// A dashboard variable: label_values(node_load1{job="node"}, instance).
+		b.Run("label-values", func(b *testing.B) {
+			ms := []*labels.Matcher{
+				labels.MustNewMatcher(labels.MatchEqual, labels.MetricName, "node_load1"),
+				labels.MustNewMatcher(labels.MatchEqual, "job", "node"),
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				qr, err := q.Querier(math.MinInt64, math.MaxInt64)
+				if err != nil {
+					b.Fatal(err)
+				}
+				vals, _, err := qr.LabelValues(context.Background(), "instance", nil, ms...)
+				if err != nil || len(vals) != targets {
+					b.Fatalf("%d values, want %d: %v", len(vals), targets, err)
+				}
+				qr.Close()
+			}
+		})
 	}
 
 	tandem := func(b *testing.B, flush bool) {

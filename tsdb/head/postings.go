@@ -177,7 +177,7 @@ func (p *postingList) filterData(refs []uint64) []uint64 {
 			b = next + 1 + sort.Search(len(p.skips)-next, func(k int) bool { return p.skips[next+k].base >= refs[j] }) - 1
 			continue
 		}
-		for i, cur := start(b); i < endOff && j < len(refs); {
+		for i, cur := start(b); i < endOff && j < len(refs) && refs[j] <= end; {
 			gap, n := binary.Uvarint(p.data[i:])
 			i, cur = i+n, cur+gap
 			for j < len(refs) && refs[j] < cur {
