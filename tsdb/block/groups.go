@@ -248,11 +248,9 @@ func appendTimestamps(ch chunkView, ts []int64, dec *encoding.TSDecoder) ([]int6
 		}
 	} else {
 		dec.Reset(ch.tsData, ch.rows)
-		for i := 0; i < ch.rows; i++ {
-			if !dec.Next() {
-				return ts[:base], fmt.Errorf("timestamps: %w: %w", errOr(dec.Err()), ErrCorrupt)
-			}
-			ts = append(ts, dec.At())
+		var err error
+		if ts, err = dec.AppendAll(ts); err != nil || len(ts)-base != ch.rows {
+			return ts[:base], fmt.Errorf("timestamps: %w: %w", errOr(err), ErrCorrupt)
 		}
 	}
 	rs := ts[base:]

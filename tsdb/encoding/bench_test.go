@@ -92,6 +92,17 @@ func BenchmarkTSDecode(b *testing.B) {
 			}
 			b.ReportMetric(float64(len(enc))/float64(len(c.ts)), "B/value")
 		})
+		b.Run(c.name+"/all", func(b *testing.B) {
+			enc := bytes.Clone(encodeTS(c.ts))
+			var d TSDecoder
+			dst := make([]int64, 0, len(c.ts))
+			b.ReportAllocs()
+			for b.Loop() {
+				d.Reset(enc, len(c.ts))
+				dst, _ = d.AppendAll(dst[:0])
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(c.ts)), "ns/value")
+		})
 	}
 }
 

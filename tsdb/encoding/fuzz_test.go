@@ -39,6 +39,17 @@ func FuzzTSDecoder(f *testing.F) {
 		if got > n || (got < n) != (d.Err() != nil) {
 			t.Fatalf("n=%d: decoded %d, err %v", n, got, d.Err())
 		}
+		// AppendAll decodes the same timestamps and fails where Next does.
+		var want []int64
+		d.Reset(b, n)
+		for d.Next() {
+			want = append(want, d.At())
+		}
+		d.Reset(b, n)
+		all, err := d.AppendAll(nil)
+		if !equalInt64s(all, want) || (err != nil) != (len(want) < n) {
+			t.Fatalf("n=%d: AppendAll %v, %v; Next %v", n, all, err, want)
+		}
 	})
 }
 

@@ -1,6 +1,10 @@
 package encoding
 
-import "fmt"
+import (
+	"fmt"
+	"math/bits"
+	"slices"
+)
 
 // Delta-of-delta buckets: a value that fits a signed field of the given width
 // is written as prefix followed by the field in two's complement.
@@ -116,18 +120,51 @@ func (d *TSDecoder) Next() bool {
 	return true
 }
 
+// AppendAll appends the timestamps not yet decoded to dst. A run of zero
+// deltas-of-deltas (a steady scrape interval: one 0 bit per timestamp) is
+// taken from the bit buffer at once, not bit by bit.
+func (d *TSDecoder) AppendAll(dst []int64) ([]int64, error) {
+	dst = slices.Grow(dst, d.n-d.i)
+	for d.err == nil && d.i < d.n {
+		if d.i < 2 {
+			if d.Next() {
+				dst = append(dst, d.t)
+			}
+			continue
+		}
+		r := &d.r
+		if r.n == 0 {
+			r.fill()
+		}
+		// The zero bits at the top of the n valid bits, at most n.
+		z := min(uint(bits.LeadingZeros64(r.buf<<(64-r.n))), r.n, uint(d.n-d.i))
+		if r.n == 0 || z == 0 {
+			dod, err := d.readDod()
+			if err != nil {
+				d.err = fmt.Errorf("decode timestamp %d of %d: %w", d.i, d.n, err)
+				break
+			}
+			d.delta += dod
+			d.t += d.delta
+			d.i++
+			dst = append(dst, d.t)
+			continue
+		}
+		r.n -= z
+		d.i += int(z)
+		for range z {
+			d.t += d.delta
+			dst = append(dst, d.t)
+		}
+	}
+	return dst, d.err
+}
+
 // readDod reads one delta-of-delta bucket.
 func (d *TSDecoder) readDod() (int64, error) {
-	var prefix uint
-	for prefix < 4 {
-		bit, ok := d.r.readBit()
-		if !ok {
-			return 0, ErrTruncated
-		}
-		if bit == 0 {
-			break
-		}
-		prefix++
+	prefix, ok := d.r.readUnary(4)
+	if !ok {
+		return 0, ErrTruncated
 	}
 	var k uint
 	switch prefix {

@@ -53,6 +53,18 @@ func checkTSRoundTrip(t *testing.T, ts []int64) {
 			t.Fatalf("prefix %d: got %v, %v; want %v", n, got, err, ts[:n])
 		}
 	}
+	// AppendAll, from the start and after some Next calls, appending to what dst holds.
+	for _, k := range []int{0, 1, 2, len(ts) / 3} {
+		var d TSDecoder
+		d.Reset(b, len(ts))
+		for range min(k, len(ts)) {
+			d.Next()
+		}
+		got, err := d.AppendAll([]int64{7})
+		if err != nil || len(got) != 1+len(ts)-min(k, len(ts)) || got[0] != 7 || !equalInt64s(got[1:], ts[min(k, len(ts)):]) {
+			t.Fatalf("AppendAll after %d: got %v, %v; want %v", k, got, err, ts[min(k, len(ts)):])
+		}
+	}
 }
 
 func equalInt64s(a, b []int64) bool {

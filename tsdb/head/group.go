@@ -679,11 +679,8 @@ func (sc *snapCache) timestamps(c *chunk) []int64 {
 func decodeTimestamps(b []byte, rows int) []int64 {
 	var d encoding.TSDecoder
 	d.Reset(b, rows)
-	tss := make([]int64, 0, rows)
-	for d.Next() {
-		tss = append(tss, d.At())
-	}
-	if d.Err() != nil || len(tss) != rows {
+	tss, err := d.AppendAll(make([]int64, 0, rows))
+	if err != nil || len(tss) != rows {
 		return nil
 	}
 	return tss
