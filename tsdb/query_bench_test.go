@@ -27,6 +27,8 @@ var shapeQueries = []struct {
 	{"irate_one_target", `irate(node_cpu_seconds_total{instance="$I"}[5m])`, false},
 	{"rate_per_series", `rate(node_network_receive_bytes_total[5m])`, false},
 	{"cpu_busy", `1 - avg by(instance)(rate(node_cpu_seconds_total{mode="idle"}[5m]))`, false},
+	{"sum_rate_by_instance", `sum by(instance)(rate(node_cpu_seconds_total[5m]))`, false},
+	{"sum_rate_by_mode", `sum by(mode)(rate(node_cpu_seconds_total[5m]))`, false},
 	{"avg_gauge_by_instance", `avg by(instance)(node_memory_MemAvailable_bytes)`, false},
 	{"mem_ratio", `node_memory_MemAvailable_bytes / node_memory_MemTotal_bytes`, false},
 	{"topk_rate", `topk(5, rate(node_cpu_seconds_total[5m]))`, false},
