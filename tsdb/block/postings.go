@@ -252,10 +252,12 @@ func (b *Block) leadingName() *nameEntry {
 		if len(b.names) == 0 {
 			return
 		}
+		// The runs must tile 0..NumSeries-1 in value order; a block that
+		// breaks the order has its lists decoded like any others.
 		e, total := &b.names[0], 0
 		for i := 4; i < len(e.values); i += 8 {
-			l, err := b.plistAt(binary.BigEndian.Uint32(e.values[i:]), false)
-			if err != nil {
+			l, err := b.plistAt(binary.BigEndian.Uint32(e.values[i:]), true)
+			if err != nil || l.n > 0 && int(l.first) != total {
 				return // the lists are read as any others, which reports it
 			}
 			total += l.n
