@@ -83,6 +83,10 @@ func TestBuildWorkload(t *testing.T) {
 	if n != w.Samples {
 		t.Errorf("batches hold %d samples, workload %d", n, w.Samples)
 	}
+	// The first scrape's requests come first in every shard, on their own.
+	if w.FirstSamples != int64(w.Series) || len(w.First) != len(w.Shards) {
+		t.Errorf("first scrape: %d samples in %v requests, want %d", w.FirstSamples, w.First, w.Series)
+	}
 }
 
 func TestCompareHistograms(t *testing.T) {

@@ -33,6 +33,11 @@ type Workload struct {
 	HistSamples int64
 	// EntropyFloor is the generator's EntropyBytesPerSample.
 	EntropyFloor float64
+	// First is, per shard, how many of its requests carry the first
+	// scrape of every target: the requests that create every series.
+	First []int
+	// FirstSamples is the samples of those requests.
+	FirstSamples int64
 }
 
 // Batch is one encoded request.
@@ -106,7 +111,7 @@ func BuildWorkload(o WorkloadOptions) (*Workload, error) {
 	if err != nil {
 		return nil, err
 	}
-	for {
+	for first := true; ; first = false {
 		round := g.Next()
 		if round == nil {
 			break
@@ -121,6 +126,20 @@ func BuildWorkload(o WorkloadOptions) (*Workload, error) {
 		}
 		if err := b.Add(round); err != nil {
 			return nil, fmt.Errorf("encode: %w", errors.Join(err, encErr))
+		}
+		if first {
+			// The first scrape's requests go out on their own: sent as a
+			// phase of their own, they time series creation.
+			if err := b.Flush(); err != nil {
+				return nil, fmt.Errorf("encode: %w", errors.Join(err, encErr))
+			}
+			w.First = make([]int, len(w.Shards))
+			for sh := range w.Shards {
+				w.First[sh] = len(w.Shards[sh])
+				for _, b := range w.Shards[sh] {
+					w.FirstSamples += int64(b.Samples)
+				}
+			}
 		}
 	}
 	if err := b.Flush(); err != nil {
@@ -143,6 +162,12 @@ type SendResult struct {
 // ahead of the slowest by at most slack batch rounds (Prometheus's receiver
 // refuses samples more than an hour older than its newest).
 func Send(ctx context.Context, writeURL string, w *Workload, slack int) (SendResult, error) {
+	return sendRange(ctx, writeURL, w, slack, func(int) (int, int) { return 0, -1 })
+}
+
+// sendRange is Send of the requests span(shard) selects of each shard (from,
+// to; to -1: to the end).
+func sendRange(ctx context.Context, writeURL string, w *Workload, slack int, span func(sh int) (int, int)) (SendResult, error) {
 	var (
 		res      SendResult
 		wg       sync.WaitGroup
@@ -166,7 +191,12 @@ func Send(ctx context.Context, writeURL string, w *Workload, slack int) (SendRes
 			defer wg.Done()
 			defer progress[sh].Store(1 << 62)
 			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1, DisableCompression: true}}
-			for i, b := range w.Shards[sh] {
+			from, to := span(sh)
+			if to < 0 {
+				to = len(w.Shards[sh])
+			}
+			for i := from; i < to; i++ {
+				b := w.Shards[sh][i]
 				progress[sh].Store(int64(b.Round))
 				for int64(b.Round) > minRound()+int64(slack) {
 					if ctx.Err() != nil {

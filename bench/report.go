@@ -164,6 +164,8 @@ func (r *Report) Markdown(w io.Writer) {
 	row("ingest samples/s", func(p PeerResult) string { return fmt.Sprintf("%.0f", p.SamplesPerSec) })
 	row("ingest wall time (s)", func(p PeerResult) string { return fmt.Sprintf("%.1f", p.IngestSeconds) })
 	row("server CPU per sample (ns)", func(p PeerResult) string { return fmt.Sprintf("%.0f", p.CPUNsPerSample) })
+	row("new series/s (the first scrape of every target, sent first)", func(p PeerResult) string { return fmt.Sprintf("%.0f", p.NewSeriesPerSec) })
+	row("server CPU per new series (µs, its first sample included)", func(p PeerResult) string { return fmt.Sprintf("%.2f", p.CPUNsPerNewSeries/1e3) })
 	row("peak RSS after ingest (MiB)", func(p PeerResult) string { return fmt.Sprintf("%.0f", float64(p.PeakRSSBytes)/(1<<20)) })
 	row("Go heap in use after ingest (idle, after two GCs), bytes/series", func(p PeerResult) string { return fmt.Sprintf("%.0f", p.HeapPerSeries) })
 	if r.HistSamples > 0 {

@@ -22,6 +22,10 @@ type PeerResult struct {
 	SamplesPerSec  float64 `json:"samples_per_second"`
 	CPUSeconds     float64 `json:"ingest_cpu_seconds"`
 	CPUNsPerSample float64 `json:"cpu_ns_per_sample"`
+	// Series creation: the first scrape of every target, sent as a phase
+	// of its own before the rest (included in the ingest figures above).
+	NewSeriesPerSec   float64 `json:"new_series_per_second,omitempty"`
+	CPUNsPerNewSeries float64 `json:"cpu_ns_per_new_series,omitempty"`
 	// Of the histogram workload: all ingest CPU (floats included) and all
 	// bytes on disk per histogram sample.
 	CPUNsPerHistSample float64          `json:"cpu_ns_per_histogram_sample,omitempty"`
@@ -78,7 +82,8 @@ func RunPeer(ctx context.Context, kind Kind, bin string, w *Workload, qs []Query
 	}
 	o.Logger.Info("ingesting", "system", kind, "version", p.Version, "samples", w.Samples)
 	stopProf := o.profile(ctx, p, "ingest.cpu")
-	sr, err := Send(ctx, p.URL(p.WritePath()), w, o.Slack)
+	var mid ProcStats
+	sr, err := sendMeasured(ctx, p, w, o.Slack, &mid)
 	stopProf()
 	if err != nil {
 		return r, fmt.Errorf("ingest: %w", err)
@@ -86,6 +91,10 @@ func RunPeer(ctx context.Context, kind Kind, bin string, w *Workload, qs []Query
 	after, err := p.Proc()
 	if err != nil {
 		return r, err
+	}
+	if sr.first.Duration > 0 {
+		r.NewSeriesPerSec = float64(w.Series) / sr.first.Duration.Seconds()
+		r.CPUNsPerNewSeries = (mid.CPUSeconds - before.CPUSeconds) * 1e9 / float64(w.Series)
 	}
 	r.Samples, r.Retries = sr.Samples, sr.Retries
 	r.IngestSeconds = sr.Duration.Seconds()
@@ -171,6 +180,38 @@ func RunPeer(ctx context.Context, kind Kind, bin string, w *Workload, qs []Query
 		r.PeakRSSAfterAll = end.HWMBytes
 	}
 	return r, nil
+}
+
+// phasedSend is a replay in two phases: the series-creating first scrape
+// of every target, then the rest; the embedded result is their sum.
+type phasedSend struct {
+	SendResult
+	first SendResult
+}
+
+// sendMeasured replays w into p, the first scrape of every target
+// (Workload.First) first, reading p's process statistics into mid between
+// the phases.
+func sendMeasured(ctx context.Context, p *Peer, w *Workload, slack int, mid *ProcStats) (phasedSend, error) {
+	url := p.URL(p.WritePath())
+	if w.First == nil {
+		sr, err := Send(ctx, url, w, slack)
+		return phasedSend{SendResult: sr}, err
+	}
+	first, err := sendRange(ctx, url, w, slack, func(sh int) (int, int) { return 0, w.First[sh] })
+	if err != nil {
+		return phasedSend{SendResult: first}, err
+	}
+	if *mid, err = p.Proc(); err != nil {
+		return phasedSend{SendResult: first}, err
+	}
+	rest, err := sendRange(ctx, url, w, slack, func(sh int) (int, int) { return w.First[sh], -1 })
+	return phasedSend{first: first, SendResult: SendResult{
+		Duration: first.Duration + rest.Duration,
+		Requests: first.Requests + rest.Requests,
+		Samples:  first.Samples + rest.Samples,
+		Retries:  first.Retries + rest.Retries,
+	}}, err
 }
 
 // profile starts a CPU profile of the peer in the background; the returned

@@ -76,6 +76,10 @@ func TestHarnessAgainstTandem(t *testing.T) {
 		r.PeakRSSBytes <= 0 || r.DiskBytes <= 0 || r.BytesPerSample <= 0 || r.BytesPerSample > 16 {
 		t.Errorf("implausible result %+v", r)
 	}
+	// CPU comes in clock ticks of 10 ms: the tiny first phase may show none.
+	if r.NewSeriesPerSec <= 0 || r.CPUNsPerNewSeries < 0 || r.CPUNsPerNewSeries > r.CPUSeconds*1e9/float64(rep.Series) {
+		t.Errorf("series creation not measured: %v/s, %v ns CPU per new series", r.NewSeriesPerSec, r.CPUNsPerNewSeries)
+	}
 	if len(r.Queries) != 9 {
 		t.Fatalf("%d queries, want 9", len(r.Queries))
 	}
