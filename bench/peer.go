@@ -48,6 +48,10 @@ type PeerConfig struct {
 	Binary  string
 	WorkDir string   // the peer's data directory and log go below it
 	Extra   []string // extra command-line flags
+	// DataDir, when set, is opened as it is (a restart on data written
+	// before: a snapshot or an earlier process's directory) instead of a
+	// fresh directory below WorkDir; the log is then "log.restart".
+	DataDir string
 }
 
 func freePort() (string, error) {
@@ -66,12 +70,15 @@ func StartPeer(ctx context.Context, pc PeerConfig) (*Peer, error) {
 		return nil, err
 	}
 	dir := filepath.Join(pc.WorkDir, string(pc.Kind))
-	if err := os.RemoveAll(dir); err != nil {
-		return nil, fmt.Errorf("clean %s: %w", dir, err)
-	}
-	data := filepath.Join(dir, "data")
-	if err := os.MkdirAll(data, 0o755); err != nil {
-		return nil, fmt.Errorf("create %s: %w", data, err)
+	data, logName := pc.DataDir, "log.restart"
+	if data == "" {
+		if err := os.RemoveAll(dir); err != nil {
+			return nil, fmt.Errorf("clean %s: %w", dir, err)
+		}
+		data, logName = filepath.Join(dir, "data"), "log"
+		if err := os.MkdirAll(data, 0o755); err != nil {
+			return nil, fmt.Errorf("create %s: %w", data, err)
+		}
 	}
 	var args []string
 	switch pc.Kind {
@@ -97,7 +104,7 @@ func StartPeer(ctx context.Context, pc PeerConfig) (*Peer, error) {
 		return nil, fmt.Errorf("unknown peer kind %q", pc.Kind)
 	}
 	args = append(args, pc.Extra...)
-	logFile, err := os.Create(filepath.Join(dir, "log"))
+	logFile, err := os.Create(filepath.Join(dir, logName))
 	if err != nil {
 		return nil, fmt.Errorf("create log: %w", err)
 	}
@@ -253,9 +260,9 @@ func (p *Peer) post(ctx context.Context, path string, form url.Values) ([]byte, 
 	return b, nil
 }
 
-// Stop terminates the peer and waits for it.
+// Stop terminates the peer and waits for it; a second call does nothing.
 func (p *Peer) Stop() {
-	if p.cmd.Process != nil {
+	if p.cmd.Process != nil && p.cmd.ProcessState == nil {
 		p.cmd.Process.Signal(syscall.SIGTERM)
 		done := make(chan struct{})
 		go func() { p.cmd.Wait(); close(done) }()
@@ -342,17 +349,24 @@ func DirSize(dir string) (int64, error) {
 	return n, nil
 }
 
+// Persisted is the peer's data written to its on-disk format (Persist).
+type Persisted struct {
+	Dir   string // a data directory holding all of it, for a restart (PeerConfig.DataDir)
+	Bytes int64  // its size
+}
+
 // Persist makes the peer write everything it holds to its on-disk format,
-// merged as far as the system goes, and returns the size of that data:
-// tandem and Prometheus write a snapshot including the head (blocks as
-// persisted plus the head as one block); VictoriaMetrics flushes and merges
-// its parts, and its storage directory is measured once merges have finished.
-func (p *Peer) Persist(ctx context.Context) (int64, error) {
+// merged as far as the system goes, and returns where and how large that
+// data is: tandem and Prometheus write a snapshot including the head (blocks
+// as persisted plus the head as one block); VictoriaMetrics flushes and
+// merges its parts, and its storage directory is measured once merges have
+// finished.
+func (p *Peer) Persist(ctx context.Context) (Persisted, error) {
 	switch p.Kind {
 	case Tandem, Prometheus:
 		b, err := p.post(ctx, "/api/v1/admin/tsdb/snapshot", url.Values{"skip_head": {"false"}})
 		if err != nil {
-			return 0, err
+			return Persisted{}, err
 		}
 		var r struct {
 			Data struct {
@@ -360,46 +374,55 @@ func (p *Peer) Persist(ctx context.Context) (int64, error) {
 			} `json:"data"`
 		}
 		if err := json.Unmarshal(b, &r); err != nil {
-			return 0, fmt.Errorf("decode snapshot response: %w", err)
+			return Persisted{}, fmt.Errorf("decode snapshot response: %w", err)
 		}
-		return DirSize(filepath.Join(p.DataDir, "snapshots", r.Data.Name))
+		dir := filepath.Join(p.DataDir, "snapshots", r.Data.Name)
+		n, err := DirSize(dir)
+		return Persisted{Dir: dir, Bytes: n}, err
 	case VictoriaMetrics:
-		if _, err := p.post(ctx, "/internal/force_flush", nil); err != nil {
-			return 0, err
-		}
-		if _, err := p.post(ctx, "/internal/force_merge", nil); err != nil {
-			return 0, err
-		}
-		// force_merge starts merges in the background: wait for them, then
-		// until the size holds still.
-		var last int64 = -1
-		deadline := time.Now().Add(10 * time.Minute)
-		for stable := 0; stable < 3; {
-			if time.Now().After(deadline) {
-				return 0, fmt.Errorf("merges still running after 10 minutes")
-			}
-			time.Sleep(time.Second)
-			m, err := p.Metrics(ctx)
-			if err != nil {
-				return 0, err
-			}
-			if activeMerges(m) > 0 {
-				stable = 0
-				continue
-			}
-			n, err := vmSize(p.DataDir)
-			if err != nil {
-				return 0, err
-			}
-			if n == last {
-				stable++
-			} else {
-				stable, last = 0, n
-			}
-		}
-		return last, nil
+		n, err := p.flushMerged(ctx)
+		return Persisted{Dir: p.DataDir, Bytes: n}, err
 	}
-	return 0, fmt.Errorf("unknown peer kind %q", p.Kind)
+	return Persisted{}, fmt.Errorf("unknown peer kind %q", p.Kind)
+}
+
+// flushMerged makes VictoriaMetrics write its in-memory parts and merge
+// them, and returns the size of its data once the merges are done.
+func (p *Peer) flushMerged(ctx context.Context) (int64, error) {
+	if _, err := p.post(ctx, "/internal/force_flush", nil); err != nil {
+		return 0, err
+	}
+	if _, err := p.post(ctx, "/internal/force_merge", nil); err != nil {
+		return 0, err
+	}
+	// force_merge starts merges in the background: wait for them, then
+	// until the size holds still.
+	var last int64 = -1
+	deadline := time.Now().Add(10 * time.Minute)
+	for stable := 0; stable < 3; {
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("merges still running after 10 minutes")
+		}
+		time.Sleep(time.Second)
+		m, err := p.Metrics(ctx)
+		if err != nil {
+			return 0, err
+		}
+		if activeMerges(m) > 0 {
+			stable = 0
+			continue
+		}
+		n, err := vmSize(p.DataDir)
+		if err != nil {
+			return 0, err
+		}
+		if n == last {
+			stable++
+		} else {
+			stable, last = 0, n
+		}
+	}
+	return last, nil
 }
 
 // vmSize is the size of VictoriaMetrics' data and index (not its caches,

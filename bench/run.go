@@ -42,7 +42,21 @@ type PeerResult struct {
 	QueryMedianSum     float64          `json:"query_median_sum_ms"`
 	Dashboard          *DashboardResult `json:"dashboard,omitempty"`
 	PeakRSSAfterAll    int64            `json:"peak_rss_after_queries_bytes"`
-	Error              string           `json:"error,omitempty"`
+	// OnBlocks is the query set again, in a new process of the system
+	// opened on what Persist wrote (RunOptions.Blocks).
+	OnBlocks *BlocksResult `json:"on_blocks,omitempty"`
+	Error    string        `json:"error,omitempty"`
+}
+
+// BlocksResult is the query set timed in a process restarted on the
+// persisted data: tandem and Prometheus on their snapshot (every sample in
+// blocks, the head empty), VictoriaMetrics on its flushed and merged parts.
+type BlocksResult struct {
+	OpenSeconds    float64       `json:"open_seconds"` // start until ready
+	OpenRSSBytes   int64         `json:"open_rss_bytes"`
+	Queries        []QueryResult `json:"queries"`
+	QueryMedianSum float64       `json:"query_median_sum_ms"`
+	PeakRSSBytes   int64         `json:"peak_rss_bytes"` // of the restarted process, after the queries
 }
 
 // RunOptions configures one benchmark run.
@@ -61,6 +75,9 @@ type RunOptions struct {
 	// Dashboard, when Refreshes > 0, runs the dashboard refreshes
 	// (RunDashboard) after the query set.
 	Dashboard DashboardOptions
+	// Blocks, when set, restarts every system on its persisted data after
+	// the queries and the dashboard and times the query set again (OnBlocks).
+	Blocks bool
 	// QueryDelay is how long every system is left alone between ingest (and
 	// its background work) and the queries: a replay compressed into seconds
 	// would otherwise be queried before any periodic maintenance ran.
@@ -133,10 +150,11 @@ func RunPeer(ctx context.Context, kind Kind, bin string, w *Workload, qs []Query
 	}
 	o.Logger.Info("persisting", "system", kind, "samples_per_second", int64(r.SamplesPerSec))
 	t0 := time.Now()
-	r.DiskBytes, err = p.Persist(ctx)
+	persisted, err := p.Persist(ctx)
 	if err != nil {
 		return r, fmt.Errorf("persist: %w", err)
 	}
+	r.DiskBytes = persisted.Bytes
 	r.PersistSeconds = time.Since(t0).Seconds()
 	r.BytesPerSample = float64(r.DiskBytes) / float64(w.Samples)
 	if w.HistSamples > 0 {
@@ -179,7 +197,50 @@ func RunPeer(ctx context.Context, kind Kind, bin string, w *Workload, qs []Query
 	if end, err := p.Proc(); err == nil {
 		r.PeakRSSAfterAll = end.HWMBytes
 	}
+	if o.Blocks {
+		p.Stop()
+		if r.OnBlocks, err = queryOnBlocks(ctx, kind, bin, persisted.Dir, qs, o); err != nil {
+			return r, fmt.Errorf("queries on blocks: %w", err)
+		}
+	}
 	return r, nil
+}
+
+// queryOnBlocks starts kind on dir, the data a stopped process persisted,
+// waits until it is idle and times qs.
+func queryOnBlocks(ctx context.Context, kind Kind, bin, dir string, qs []Query, o RunOptions) (*BlocksResult, error) {
+	o.Logger.Info("restarting on the persisted data", "system", kind, "dir", dir)
+	t0 := time.Now()
+	p, err := StartPeer(ctx, PeerConfig{Kind: kind, Binary: bin, WorkDir: o.WorkDir, DataDir: dir})
+	if err != nil {
+		return nil, err
+	}
+	defer p.Stop()
+	b := &BlocksResult{OpenSeconds: time.Since(t0).Seconds()}
+	// Startup work (Prometheus compacts the snapshot's blocks) ends first.
+	waitIdle(ctx, p, time.Minute)
+	if st, err := p.Proc(); err == nil {
+		b.OpenRSSBytes = st.RSSBytes
+	}
+	if kind == Tandem {
+		// Nothing to query in the head: the snapshot is blocks alone.
+		if m, err := p.Metrics(ctx); err == nil {
+			if n := metricValue(m, `tandem_head_members{layout="aligned"}`) + metricValue(m, `tandem_head_members{layout="unaligned"}`); n > 0 {
+				return nil, fmt.Errorf("the head holds %v series after a restart on a snapshot", n)
+			}
+		}
+	}
+	o.Logger.Info("querying blocks", "system", kind, "open_seconds", strconv.FormatFloat(b.OpenSeconds, 'f', 1, 64))
+	stopProf := o.profile(ctx, p, "blocks-query.cpu")
+	b.Queries = RunQueries(ctx, p, qs, o.Reps)
+	stopProf()
+	for _, q := range b.Queries {
+		b.QueryMedianSum += q.MedianMs
+	}
+	if end, err := p.Proc(); err == nil {
+		b.PeakRSSBytes = end.HWMBytes
+	}
+	return b, nil
 }
 
 // phasedSend is a replay in two phases: the series-creating first scrape
@@ -323,8 +384,21 @@ type Equality struct {
 	Total int               `json:"total"`
 }
 
-// CompareWith compares every system's answers with the reference system's.
-func CompareWith(ref Kind, results []PeerResult, tol float64) []Equality {
+// HeadQueries picks the query set's results timed right after ingest.
+func HeadQueries(r *PeerResult) []QueryResult { return r.Queries }
+
+// BlockQueries picks the query set's results timed on blocks (none when
+// that phase did not run).
+func BlockQueries(r *PeerResult) []QueryResult {
+	if r.OnBlocks == nil {
+		return nil
+	}
+	return r.OnBlocks.Queries
+}
+
+// CompareWith compares every system's answers, as pick chooses them, with
+// the reference system's.
+func CompareWith(ref Kind, results []PeerResult, tol float64, pick func(*PeerResult) []QueryResult) []Equality {
 	var refRes *PeerResult
 	for i := range results {
 		if results[i].Kind == ref {
@@ -340,12 +414,13 @@ func CompareWith(ref Kind, results []PeerResult, tol float64) []Equality {
 			continue
 		}
 		e := Equality{Kind: r.Kind, Diffs: map[string]string{}}
-		for i, q := range r.Queries {
-			if i >= len(refRes.Queries) {
+		qs, refQs := pick(&r), pick(refRes)
+		for i, q := range qs {
+			if i >= len(refQs) {
 				break
 			}
 			e.Total++
-			rq := refRes.Queries[i]
+			rq := refQs[i]
 			switch {
 			case q.Error != "" || rq.Error != "":
 				e.Diffs[q.Name] = fmt.Sprintf("error: %q vs %q", q.Error, rq.Error)

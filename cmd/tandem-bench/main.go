@@ -60,6 +60,7 @@ func run(args []string) error {
 	wl := fs.String("workload", "floats", "Workload: floats (node_exporter-like) or histograms (native histograms and NHCB, remote-write 2.0, 20 targets × 6 h for -size quick; VictoriaMetrics is left out: it does not store native histograms).")
 	dashRefreshes := fs.Int("dashboard-refreshes", 30, "Dashboard refreshes after the query set: every panel of a node_exporter dashboard of one target at once, the target rotating (-workload floats only); 0 disables.")
 	queryDelay := fs.Duration("query-delay", 0, "Leave every system alone this long after ingest before the queries (e.g. one maintenance interval, 15s, after a -shard-lag replay).")
+	onBlocks := fs.Bool("blocks", true, "After the queries, restart every system on its persisted data (tandem and Prometheus on their snapshot: everything in blocks; VictoriaMetrics on its merged parts) and time the query set again.")
 	dashTimeout := fs.Duration("dashboard-timeout", 2*time.Minute, "No dashboard refresh starts after this long (per system).")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -186,7 +187,7 @@ func run(args []string) error {
 	}
 	slack := int(*lag / (5 * time.Second)) // rounds are 5 s batch deadlines
 	opts := bench.RunOptions{WorkDir: *workDir, Reps: *reps, Slack: slack, Logger: logger, ProfileDir: *profDir, ProfileSeconds: *profSecs,
-		Dashboard: bench.DashboardOptions{Refreshes: *dashRefreshes, Timeout: *dashTimeout}, QueryDelay: *queryDelay}
+		Dashboard: bench.DashboardOptions{Refreshes: *dashRefreshes, Timeout: *dashTimeout}, QueryDelay: *queryDelay, Blocks: *onBlocks}
 	for _, k := range order {
 		res, err := bench.RunPeer(ctx, k, bins[k], w, qs, opts)
 		if err != nil {
@@ -198,7 +199,10 @@ func run(args []string) error {
 			return ctx.Err()
 		}
 	}
-	rep.Equality = bench.CompareWith(bench.Prometheus, rep.Results, *tol)
+	rep.Equality = bench.CompareWith(bench.Prometheus, rep.Results, *tol, bench.HeadQueries)
+	if *onBlocks {
+		rep.BlocksEquality = bench.CompareWith(bench.Prometheus, rep.Results, *tol, bench.BlockQueries)
+	}
 	if *dashRefreshes > 0 {
 		rep.DashboardRef = order[0]
 		if bins[bench.Prometheus] != "" {

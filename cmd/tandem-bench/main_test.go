@@ -88,10 +88,11 @@ func TestHarnessAgainstTandem(t *testing.T) {
 			t.Errorf("query %s: %d runs, error %q", q.Name, len(q.Runs), q.Error)
 		}
 	}
+	checkOnBlocks(t, r)
 	if d := r.Dashboard; d == nil || rep.DashboardRefreshes != 3 || d.Refreshes != 3 || d.Panels < 20 || d.Requests != 3*d.Panels || d.P99Ms <= 0 {
 		t.Errorf("dashboard %+v of %d refreshes", d, rep.DashboardRefreshes)
 	}
-	for _, f := range []string{"tandem-ingest.cpu.pprof", "tandem-heap.pprof", "tandem-query.cpu.pprof", "tandem-dashboard.cpu.pprof"} {
+	for _, f := range []string{"tandem-ingest.cpu.pprof", "tandem-heap.pprof", "tandem-query.cpu.pprof", "tandem-dashboard.cpu.pprof", "tandem-blocks-query.cpu.pprof"} {
 		if fi, err := os.Stat(filepath.Join(dir, f)); err != nil || fi.Size() == 0 {
 			t.Errorf("profile %s: %v", f, err)
 		}
@@ -129,6 +130,7 @@ func TestHarnessHistogramsAgainstTandem(t *testing.T) {
 			t.Errorf("query %s: %d runs, %d points, error %q", q.Name, len(q.Runs), q.Points, q.Error)
 		}
 	}
+	checkOnBlocks(t, r)
 	if err := run([]string{"-workload", "histograms", "-peers", "tandem,victoriametrics", "-tandem", bin}); err == nil {
 		t.Error("histograms with VictoriaMetrics accepted")
 	}
@@ -137,5 +139,24 @@ func TestHarnessHistogramsAgainstTandem(t *testing.T) {
 	}
 	if r.Dashboard != nil {
 		t.Errorf("dashboard run on the histogram workload: %+v", r.Dashboard)
+	}
+}
+
+// checkOnBlocks checks the query set timed again on the restarted process:
+// every query answered, with as many points as right after ingest (the
+// snapshot holds every sample).
+func checkOnBlocks(t *testing.T, r bench.PeerResult) {
+	t.Helper()
+	b := r.OnBlocks
+	if b == nil {
+		t.Fatal("no queries on blocks")
+	}
+	if b.OpenSeconds <= 0 || b.OpenRSSBytes <= 0 || b.PeakRSSBytes < b.OpenRSSBytes || len(b.Queries) != len(r.Queries) {
+		t.Fatalf("implausible queries on blocks %+v", b)
+	}
+	for i, q := range b.Queries {
+		if q.Error != "" || q.Points != r.Queries[i].Points || q.MedianMs <= 0 {
+			t.Errorf("query %s on blocks: %d points (head %d), median %v ms, error %q", q.Name, q.Points, r.Queries[i].Points, q.MedianMs, q.Error)
+		}
 	}
 }
