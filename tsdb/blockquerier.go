@@ -2,6 +2,9 @@ package tsdb
 
 import (
 	"context"
+	"errors"
+	"runtime"
+	"sync"
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
@@ -31,39 +34,91 @@ func (q *blockQuerier) Select(ctx context.Context, _ bool, hints *storage.Select
 	if err != nil {
 		return storage.ErrSeriesSet(err)
 	}
-	withST := q.b.NumStartSeries() > 0
 	if err := q.b.StartsErr(); err != nil {
 		return storage.ErrSeriesSet(err)
 	}
 	// Series ids are in label order: the set is sorted without sorting.
-	out := make([]storage.Series, 0, len(ids))
+	var out []storage.Series
+	if limit > 0 || len(ids) < parallelSelectMin || runtime.GOMAXPROCS(0) < 2 {
+		out, err = q.selectIDs(ctx, ids, mint, maxt, limit)
+	} else {
+		out, err = q.selectParallel(ctx, ids, mint, maxt)
+	}
+	if err != nil {
+		return storage.ErrSeriesSet(err)
+	}
 	var warn annotations.Annotations
-	for _, id := range ids {
-		if err := ctx.Err(); err != nil {
-			return storage.ErrSeriesSet(err)
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+		warn.Add(results.ErrLimitTruncated)
+	}
+	return results.NewList(out, warn)
+}
+
+// parallelSelectMin is the number of series from which Select reads their
+// index entries on several goroutines.
+const parallelSelectMin = 4096
+
+// selectIDs returns the series of ids with samples in [mint, maxt], in ids'
+// order; with limit > 0, at most limit+1 of them.
+func (q *blockQuerier) selectIDs(ctx context.Context, ids []uint32, mint, maxt int64, limit int) ([]storage.Series, error) {
+	out := make([]storage.Series, 0, len(ids))
+	slab := make([]blockSeries, 0, len(ids)) // one allocation for all
+	withST := q.b.NumStartSeries() > 0
+	var sc block.SeriesScratch
+	for i, id := range ids {
+		if i%256 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
 		}
-		st, err := q.b.ChunkStats(id, mint, maxt)
+		lset, in, err := q.b.SeriesIn(id, mint, maxt, &sc)
 		if err != nil {
-			return storage.ErrSeriesSet(err)
+			return nil, err
 		}
-		if len(st) == 0 {
+		if !in {
 			continue
 		}
-		lset, err := q.b.Labels(id)
-		if err != nil {
-			return storage.ErrSeriesSet(err)
-		}
-		if limit > 0 && len(out) == limit {
-			warn.Add(results.ErrLimitTruncated)
-			break
-		}
-		bs := &blockSeries{b: q.b.Block, id: id, lset: lset, mint: mint, maxt: maxt}
+		slab = append(slab, blockSeries{b: q.b.Block, id: id, lset: lset, mint: mint, maxt: maxt})
+		bs := &slab[len(slab)-1]
 		if withST {
 			bs.runs = q.b.Starts(lset)
 		}
 		out = append(out, bs)
+		if limit > 0 && len(out) > limit {
+			break
+		}
 	}
-	return results.NewList(out, warn)
+	return out, nil
+}
+
+// selectParallel is selectIDs without a limit, ids cut in equal shares read
+// on up to four goroutines.
+func (q *blockQuerier) selectParallel(ctx context.Context, ids []uint32, mint, maxt int64) ([]storage.Series, error) {
+	p := min(runtime.GOMAXPROCS(0), 4)
+	parts := make([][]storage.Series, p)
+	errs := make([]error, p)
+	var wg sync.WaitGroup
+	for k := range p {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			parts[k], errs[k] = q.selectIDs(ctx, ids[k*len(ids)/p:(k+1)*len(ids)/p], mint, maxt, 0)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	n := 0
+	for _, part := range parts {
+		n += len(part)
+	}
+	out := make([]storage.Series, 0, n)
+	for _, part := range parts {
+		out = append(out, part...)
+	}
+	return out, nil
 }
 
 func (q *blockQuerier) LabelValues(_ context.Context, name string, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {

@@ -2,6 +2,7 @@ package tsdb
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +37,7 @@ var shapeQueries = []struct {
 	{"instant_gauge_all", `node_load1`, true},
 	{"instant_one_target", `node_memory_MemAvailable_bytes{instance="$I"}`, true},
 	{"max_over_time_span", `max_over_time(node_load1{instance="$I"}[3h])`, true},
+	{"count_by_job_regex", `count by(job)({__name__=~"node_.*"})`, true},
 }
 
 // BenchmarkQueryShapes runs shapeQueries on tandem's DB (block + head, as
@@ -82,7 +84,7 @@ func BenchmarkQueryShapes(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	if err := tdb.Flush(false); err != nil {
+	if err := tdb.Flush(os.Getenv("SHAPES_ALL_IN_BLOCKS") != ""); err != nil {
 		b.Fatal(err)
 	}
 	start, end := first, time.UnixMilli(last)

@@ -1,6 +1,7 @@
 package block
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -115,37 +116,74 @@ func (b *Block) ChunkStats(id uint32, mint, maxt int64) ([]ChunkStat, error) {
 		return nil, err
 	}
 	var out []ChunkStat
-	var cms []chunkMeta
+	err = b.columnsIn(si, mint, maxt, nil, func(col colView) bool {
+		out = append(out, ChunkStat{MinT: col.minT, MaxT: col.maxT, Count: col.count, Kind: col.kind,
+			Min: col.min, Max: col.max, Sum: col.sum, First: col.first, Last: col.last,
+			HistFirst: col.hFirst, HistLast: col.hLast})
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b ChunkStat) int { return cmp.Compare(a.MinT, b.MinT) })
+	return out, nil
+}
+
+// SeriesScratch holds the buffers SeriesIn reuses from one call to the next.
+type SeriesScratch struct {
+	lb     labels.ScratchBuilder
+	tables []memberTable
+	cms    []chunkMeta
+}
+
+// SeriesIn returns the labels of series id and whether it has samples in
+// [mint, maxt] (the labels are empty when it has none), read from the index
+// and chunk headers with sc's buffers: one allocation, the labels, per series in range.
+func (b *Block) SeriesIn(id uint32, mint, maxt int64, sc *SeriesScratch) (labels.Labels, bool, error) {
+	sc.lb.Reset()
+	si, err := b.series(id, &sc.lb, sc.tables)
+	sc.tables = si.tables
+	if err != nil {
+		return labels.EmptyLabels(), false, err
+	}
+	in := false
+	if err := b.columnsIn(si, mint, maxt, &sc.cms, func(colView) bool { in = true; return false }); err != nil || !in {
+		return labels.EmptyLabels(), false, err
+	}
+	return sc.lb.Labels(), true, nil
+}
+
+// columnsIn calls fn with the series' column in each chunk overlapping
+// [mint, maxt], table by table, until fn returns false; cms, when not nil,
+// is the buffer of chunk metas to reuse.
+func (b *Block) columnsIn(si seriesInfo, mint, maxt int64, cms *[]chunkMeta, fn func(colView) bool) error {
+	var buf []chunkMeta
+	if cms != nil {
+		buf = *cms
+		defer func() { *cms = buf }()
+	}
 	for _, mt := range si.tables {
-		if cms, err = b.groupChunks(si.group, mt.table, mt.first, mt.last, cms[:0]); err != nil {
-			return nil, err
+		var err error
+		if buf, err = b.groupChunks(si.group, mt.table, mt.first, mt.last, buf[:0]); err != nil {
+			return err
 		}
-		for _, cm := range cms {
+		for _, cm := range buf {
 			if cm.maxT < mint || cm.minT > maxt {
 				continue
 			}
 			col, ok, err := b.memberColumn(cm.off, si.member, false)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			if !ok || col.maxT < mint || col.minT > maxt {
 				continue
 			}
-			out = append(out, ChunkStat{MinT: col.minT, MaxT: col.maxT, Count: col.count, Kind: col.kind,
-				Min: col.min, Max: col.max, Sum: col.sum, First: col.first, Last: col.last,
-				HistFirst: col.hFirst, HistLast: col.hLast})
+			if !fn(col) {
+				return nil
+			}
 		}
 	}
-	slices.SortFunc(out, func(a, b ChunkStat) int {
-		switch {
-		case a.MinT < b.MinT:
-			return -1
-		case a.MinT > b.MinT:
-			return 1
-		}
-		return 0
-	})
-	return out, nil
+	return nil
 }
 
 // memberColumn parses the chunk at off and returns member's column in it.

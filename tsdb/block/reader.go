@@ -321,6 +321,22 @@ func (b *Block) symbol(ref uint64) (string, error) {
 	return string(v), err
 }
 
+// addLabel adds the pair of symbols nr, vr to lb without copying them: lb
+// copies the pairs into the labels it builds (see scratchString), and the
+// block's bytes outlive the call that builds them.
+func (b *Block) addLabel(lb *labels.ScratchBuilder, nr, vr uint64) error {
+	n, err := b.symbolBytes(nr)
+	if err != nil {
+		return err
+	}
+	v, err := b.symbolBytes(vr)
+	if err != nil {
+		return err
+	}
+	lb.Add(scratchString(n), scratchString(v))
+	return nil
+}
+
 // record returns the i-th record of the series or groups section.
 func record(s []byte, n, i int) ([]byte, error) {
 	if i < 0 || i >= n {
@@ -351,15 +367,9 @@ func (b *Block) series(id uint32, lb *labels.ScratchBuilder, tables []memberTabl
 	for i := 0; i < nl && d.err == nil; i++ {
 		nr, vr := d.uvarint(), d.uvarint()
 		if lb != nil && d.err == nil {
-			n, err := b.symbol(nr)
-			if err != nil {
+			if err := b.addLabel(lb, nr, vr); err != nil {
 				return si, fmt.Errorf("%s: series %d: %w", b.indexPath, id, err)
 			}
-			v, err := b.symbol(vr)
-			if err != nil {
-				return si, fmt.Errorf("%s: series %d: %w", b.indexPath, id, err)
-			}
-			lb.Add(n, v)
 		}
 	}
 	si.group = d.uvarintInt(b.ngroups - 1)
@@ -370,15 +380,9 @@ func (b *Block) series(id uint32, lb *labels.ScratchBuilder, tables []memberTabl
 			return si, fmt.Errorf("series %d: %w", id, err)
 		}
 		for k := 0; k+1 < len(common); k += 2 {
-			n, err := b.symbol(common[k])
-			if err != nil {
+			if err := b.addLabel(lb, common[k], common[k+1]); err != nil {
 				return si, fmt.Errorf("%s: series %d: %w", b.indexPath, id, err)
 			}
-			v, err := b.symbol(common[k+1])
-			if err != nil {
-				return si, fmt.Errorf("%s: series %d: %w", b.indexPath, id, err)
-			}
-			lb.Add(n, v)
 		}
 		if len(common) > 0 {
 			lb.Sort()

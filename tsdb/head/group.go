@@ -487,6 +487,7 @@ func (g *group) inferStaleness(r *row, stats *headCounters) {
 		}
 		g.aligned.set(r, c, math.Float64frombits(value.StaleNaN))
 		s.lastT, s.lastV = r.t, math.Float64frombits(value.StaleNaN)
+		s.minT = min(s.minT, r.t) // after a flush, the marker may be all the head holds
 		stats.inferredStale.Add(1)
 	}
 }

@@ -225,6 +225,11 @@ func (s *memSeries) lastSample(mint, maxt int64) (one Sample, in, ok bool) {
 	if n := len(s.late()); n > 0 && s.late()[n-1].T >= s.lastT {
 		return Sample{}, false, false
 	}
+	if s.lastT < s.minT {
+		// The newest sample was flushed to a block with everything before
+		// it: nothing of this series is left in the head to read.
+		return Sample{}, false, len(s.late()) == 0 && len(s.lateHist()) == 0
+	}
 	if x := s.x; x != nil && (x.lastH != nil || x.lastFH != nil || len(x.lateH) > 0) {
 		return Sample{}, false, false // histograms: read through the iterator
 	}
