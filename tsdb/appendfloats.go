@@ -3,6 +3,7 @@ package tsdb
 import (
 	"sync"
 
+	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
@@ -13,12 +14,60 @@ import (
 
 // AppendFloats implements fastread.FloatAppender.
 func (s *blockSeries) AppendFloats(ts []int64, vs []float64, mint, maxt int64) ([]int64, []float64, error) {
+	if s.one {
+		if t := s.oneT; t >= max(mint, s.mint) && t <= min(maxt, s.maxt) {
+			ts, vs = append(ts, t), append(vs, s.oneV)
+		}
+		return ts, vs, nil
+	}
 	reuse, _ := blockIterators.Get().(*block.Iterator)
 	it := s.b.IteratorWithStarts(s.id, s.runs, max(mint, s.mint), min(maxt, s.maxt), reuse).(*block.Iterator)
 	ts, vs, err := it.AppendFloats(ts, vs)
 	blockIterators.Put(it)
 	return ts, vs, err
 }
+
+// oneFloat iterates over one float sample.
+type oneFloat struct {
+	t    int64
+	v    float64
+	read bool // Next or Seek has been called
+	done bool // past the sample
+}
+
+func (it *oneFloat) Next() chunkenc.ValueType {
+	if it.read {
+		it.done = true
+	}
+	it.read = true
+	if it.done {
+		return chunkenc.ValNone
+	}
+	return chunkenc.ValFloat
+}
+
+func (it *oneFloat) Seek(t int64) chunkenc.ValueType {
+	it.read = true
+	if it.done || t > it.t {
+		it.done = true
+		return chunkenc.ValNone
+	}
+	return chunkenc.ValFloat
+}
+
+func (it *oneFloat) At() (int64, float64) { return it.t, it.v }
+
+func (it *oneFloat) AtHistogram(*histogram.Histogram) (int64, *histogram.Histogram) {
+	return it.t, nil
+}
+
+func (it *oneFloat) AtFloatHistogram(*histogram.FloatHistogram) (int64, *histogram.FloatHistogram) {
+	return it.t, nil
+}
+
+func (it *oneFloat) AtT() int64  { return it.t }
+func (it *oneFloat) AtST() int64 { return 0 }
+func (it *oneFloat) Err() error  { return nil }
 
 // blockIterators recycles the block iterators of AppendFloats.
 var blockIterators sync.Pool

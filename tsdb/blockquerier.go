@@ -13,6 +13,7 @@ import (
 
 	"github.com/tandem-tsdb/tandem/tsdb/block"
 	"github.com/tandem-tsdb/tandem/tsdb/blockset"
+	"github.com/tandem-tsdb/tandem/tsdb/fastread"
 	"github.com/tandem-tsdb/tandem/tsdb/internal/results"
 	"github.com/tandem-tsdb/tandem/tsdb/starts"
 )
@@ -26,9 +27,13 @@ type blockQuerier struct {
 func (q *blockQuerier) Select(ctx context.Context, _ bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
 	mint, maxt := q.mint, q.maxt
 	limit := 0
+	newest := false
 	if hints != nil {
 		mint, maxt = max(mint, hints.Start), min(maxt, hints.End)
 		limit = hints.Limit
+		// Only each series' newest sample is read: the chunk statistics
+		// often hold it, and nothing need be decoded.
+		newest = hints.Func == fastread.HintLastSample && q.b.NumStartSeries() == 0
 	}
 	ids, err := q.b.Postings(ms...)
 	if err != nil {
@@ -40,9 +45,9 @@ func (q *blockQuerier) Select(ctx context.Context, _ bool, hints *storage.Select
 	// Series ids are in label order: the set is sorted without sorting.
 	var out []storage.Series
 	if limit > 0 || len(ids) < parallelSelectMin || runtime.GOMAXPROCS(0) < 2 {
-		out, err = q.selectIDs(ctx, ids, mint, maxt, limit)
+		out, err = q.selectIDs(ctx, ids, mint, maxt, limit, newest)
 	} else {
-		out, err = q.selectParallel(ctx, ids, mint, maxt)
+		out, err = q.selectParallel(ctx, ids, mint, maxt, newest)
 	}
 	if err != nil {
 		return storage.ErrSeriesSet(err)
@@ -60,8 +65,9 @@ func (q *blockQuerier) Select(ctx context.Context, _ bool, hints *storage.Select
 const parallelSelectMin = 4096
 
 // selectIDs returns the series of ids with samples in [mint, maxt], in ids'
-// order; with limit > 0, at most limit+1 of them.
-func (q *blockQuerier) selectIDs(ctx context.Context, ids []uint32, mint, maxt int64, limit int) ([]storage.Series, error) {
+// order; with limit > 0, at most limit+1 of them; with newest, those whose
+// newest sample the chunk statistics hold carry just that one.
+func (q *blockQuerier) selectIDs(ctx context.Context, ids []uint32, mint, maxt int64, limit int, newest bool) ([]storage.Series, error) {
 	out := make([]storage.Series, 0, len(ids))
 	slab := make([]blockSeries, 0, len(ids)) // one allocation for all
 	withST := q.b.NumStartSeries() > 0
@@ -72,7 +78,16 @@ func (q *blockQuerier) selectIDs(ctx context.Context, ids []uint32, mint, maxt i
 				return nil, err
 			}
 		}
-		lset, in, err := q.b.SeriesIn(id, mint, maxt, &sc)
+		var (
+			lset labels.Labels
+			in   bool
+			err  error
+		)
+		if newest {
+			lset, in, err = q.b.SeriesNewest(id, mint, maxt, &sc)
+		} else {
+			lset, in, err = q.b.SeriesIn(id, mint, maxt, &sc)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -81,6 +96,7 @@ func (q *blockQuerier) selectIDs(ctx context.Context, ids []uint32, mint, maxt i
 		}
 		slab = append(slab, blockSeries{b: q.b.Block, id: id, lset: lset, mint: mint, maxt: maxt})
 		bs := &slab[len(slab)-1]
+		bs.oneT, bs.oneV, bs.one = sc.Newest()
 		if withST {
 			bs.runs = q.b.Starts(lset)
 		}
@@ -94,7 +110,7 @@ func (q *blockQuerier) selectIDs(ctx context.Context, ids []uint32, mint, maxt i
 
 // selectParallel is selectIDs without a limit, ids cut in equal shares read
 // on up to four goroutines.
-func (q *blockQuerier) selectParallel(ctx context.Context, ids []uint32, mint, maxt int64) ([]storage.Series, error) {
+func (q *blockQuerier) selectParallel(ctx context.Context, ids []uint32, mint, maxt int64, newest bool) ([]storage.Series, error) {
 	p := min(runtime.GOMAXPROCS(0), 4)
 	parts := make([][]storage.Series, p)
 	errs := make([]error, p)
@@ -103,7 +119,7 @@ func (q *blockQuerier) selectParallel(ctx context.Context, ids []uint32, mint, m
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			parts[k], errs[k] = q.selectIDs(ctx, ids[k*len(ids)/p:(k+1)*len(ids)/p], mint, maxt, 0)
+			parts[k], errs[k] = q.selectIDs(ctx, ids[k*len(ids)/p:(k+1)*len(ids)/p], mint, maxt, 0, newest)
 		}()
 	}
 	wg.Wait()
@@ -148,11 +164,20 @@ type blockSeries struct {
 	lset       labels.Labels
 	runs       starts.Runs // start timestamps, nil if none
 	mint, maxt int64
+
+	// one: the series stands for its newest sample in [mint, maxt] alone
+	// (the caller hinted fastread.HintLastSample), oneT and oneV.
+	one  bool
+	oneT int64
+	oneV float64
 }
 
 func (s *blockSeries) Labels() labels.Labels { return s.lset }
 
 func (s *blockSeries) Iterator(reuse chunkenc.Iterator) chunkenc.Iterator {
+	if s.one {
+		return &oneFloat{t: s.oneT, v: s.oneV}
+	}
 	return s.b.IteratorWithStarts(s.id, s.runs, s.mint, s.maxt, reuse)
 }
 

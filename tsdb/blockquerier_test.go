@@ -3,12 +3,16 @@ package tsdb
 import (
 	"context"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
 
+	"github.com/tandem-tsdb/tandem/tsdb/fastread"
 	"github.com/tandem-tsdb/tandem/tsdb/head"
 )
 
@@ -92,5 +96,98 @@ func TestBlockQuerierManySeries(t *testing.T) {
 		if !labels.Equal(lim[i], all[i]) {
 			t.Fatalf("limited result %d: %s, want %s", i, lim[i], all[i])
 		}
+	}
+}
+
+// TestHintLastSampleBlocks: over blocks (and a head holding the newest hour),
+// the newest sample read with the push-down's hint, through the iterator and
+// through AppendFloats, is the one a full read finds, for windows ending
+// inside chunks, between them, after series stopped, at stale markers and
+// where members are missing from some rows.
+func TestHintLastSampleBlocks(t *testing.T) {
+	const hour = int64(3600000)
+	for _, all := range []bool{false, true} {
+		db := openDB(t, t.TempDir(), func(o *DBOptions) {
+			o.Head.BlockRange = time.Hour
+			o.Head.Now = func() int64 { return 4 * hour }
+		})
+		stale := math.Float64frombits(value.StaleNaN)
+		for ts := int64(0); ts < 3*hour; ts += 15000 {
+			var b head.Batch
+			for m := range 6 {
+				v := float64(ts/15000*7 + int64(m))
+				switch {
+				case m == 1 && ts > hour+hour/3:
+					continue // stops in the second hour
+				case m == 2 && ts%(4*15000) == 0:
+					continue // missing from every fourth row
+				case m == 3 && ts == 2*hour-15000:
+					v = stale // a marker at the end of a block
+				case m == 4 && ts%hour < 10*60000:
+					continue // joins late in every hour
+				case m == 5:
+					v = 1.5 // a constant column
+				}
+				b.Series = append(b.Series, head.BatchSeries{
+					Labels:  series("hl", "job", "j", "instance", "i", "m", fmt.Sprint(m)),
+					Samples: []head.Sample{{T: ts, V: v}},
+				})
+			}
+			if res, err := db.AppendBatch(context.Background(), &b); err != nil || res.Err() != nil {
+				t.Fatal(err, res.Err())
+			}
+		}
+		if err := db.Flush(all); err != nil {
+			t.Fatal(err)
+		}
+		newest := func(start, end int64, fn string, appendFloats bool) map[string][2]float64 {
+			q, err := db.Querier(start, end)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer q.Close()
+			ss := q.Select(context.Background(), false, &storage.SelectHints{Start: start, End: end, Func: fn},
+				labels.MustNewMatcher(labels.MatchEqual, "__name__", "hl"))
+			out := map[string][2]float64{}
+			for ss.Next() {
+				s := ss.At()
+				var ts []int64
+				var vs []float64
+				if fa, ok := s.(fastread.FloatAppender); ok && appendFloats {
+					if ts, vs, err = fa.AppendFloats(nil, nil, start+1, end); err != nil {
+						t.Fatal(err)
+					}
+				} else {
+					it := s.Iterator(nil)
+					for vt := it.Seek(start + 1); vt == chunkenc.ValFloat; vt = it.Next() {
+						t, v := it.At()
+						ts, vs = append(ts, t), append(vs, v)
+					}
+				}
+				if n := len(ts); n > 0 {
+					out[s.Labels().Get("m")] = [2]float64{float64(ts[n-1]), vs[n-1]}
+				}
+			}
+			if err := ss.Err(); err != nil {
+				t.Fatal(err)
+			}
+			return out
+		}
+		for end := int64(0); end < 3*hour+10*60000; end += 7 * 60000 {
+			start := end - 5*60000
+			want := newest(start, end, "", false)
+			for _, af := range []bool{false, true} {
+				got := newest(start, end, fastread.HintLastSample, af)
+				if len(got) != len(want) {
+					t.Fatalf("all=%v (%d, %d] appendFloats=%v: %d series with the hint, %d without", all, start, end, af, len(got), len(want))
+				}
+				for k, w := range want {
+					if g := got[k]; g[0] != w[0] || math.Float64bits(g[1]) != math.Float64bits(w[1]) {
+						t.Errorf("all=%v (%d, %d] appendFloats=%v m=%s: newest %v with the hint, %v without", all, start, end, af, k, g, w)
+					}
+				}
+			}
+		}
+		db.Close()
 	}
 }

@@ -20,6 +20,8 @@ import (
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/prometheus/prometheus/util/annotations"
+
+	"github.com/tandem-tsdb/tandem/tsdb/fastread"
 )
 
 // Defaults of the engine options this package reads (Prometheus's).
@@ -139,12 +141,15 @@ func (e *Engine) newQuery(ctx context.Context, q storage.Queryable, opts promql.
 		return create(q) // the engine reports the error
 	}
 	_, nodes := plan(expr, e.perSeries)
-	if nodes == nil {
-		return create(q)
-	}
 	g.lookback = e.lookback.Milliseconds()
 	if opts != nil && opts.LookbackDelta() > 0 {
 		g.lookback = opts.LookbackDelta().Milliseconds()
+	}
+	if nodes == nil {
+		if g.step == 0 && !disabled(ctx, opts) {
+			return create(&newestQueryable{Queryable: q, lookback: g.lookback})
+		}
+		return create(q)
 	}
 	g.maxSamples = e.max
 	g.workers = e.workers
@@ -226,7 +231,47 @@ func (qr *querier) Select(ctx context.Context, sortSeries bool, hints *storage.S
 		}
 		return qr.q.evaluate(ctx, qr.q.nodes[i])
 	}
+	if qr.q.grid.step == 0 {
+		hints = newestHint(hints, qr.q.grid.lookback)
+	}
 	return qr.Querier.Select(ctx, sortSeries, hints, ms...)
+}
+
+// newestHint returns hints with fastread.HintLastSample when they are an
+// instant query's vector selector: one evaluation time (no step, no range)
+// and the lookback window exactly (a smoothed selector's reaches past the
+// time), where the engine reads each series' newest sample alone.
+func newestHint(hints *storage.SelectHints, lookback int64) *storage.SelectHints {
+	if hints == nil || hints.Step != 0 || hints.Range != 0 || hints.End-hints.Start != lookback-1 || hints.Func == fastread.HintSeries {
+		return hints
+	}
+	h := *hints
+	h.Func = fastread.HintLastSample
+	return &h
+}
+
+// newestQueryable gives the vector selectors of an instant query that is not
+// rewritten the hint of newestHint.
+type newestQueryable struct {
+	storage.Queryable
+	lookback int64
+}
+
+func (q *newestQueryable) Querier(mint, maxt int64) (storage.Querier, error) {
+	inner, err := q.Queryable.Querier(mint, maxt)
+	if err != nil {
+		return nil, err
+	}
+	return &newestQuerier{Querier: inner, lookback: q.lookback}, nil
+}
+
+type newestQuerier struct {
+	storage.Querier
+	lookback int64
+}
+
+func (q *newestQuerier) Select(ctx context.Context, sortSeries bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
+	return q.Querier.Select(ctx, sortSeries, newestHint(hints, q.lookback), ms...)
 }
 
 // evaluate computes node n here or, for data this package does not

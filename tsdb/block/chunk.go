@@ -643,6 +643,31 @@ func (c *colCursor) next() (bool, error) {
 	return false, nil
 }
 
+// skipBefore moves the cursor past the rows before from when the chunk's
+// timestamps are regular and the column has no bitmap: the rows are computed,
+// and a decimal column's skipped values decoded in one loop (a constant
+// column's not at all). Other cursors are left alone; next then skips the
+// rows one by one.
+func (c *colCursor) skipBefore(from int64) {
+	ch := c.ch
+	if !ch.regular || ch.step <= 0 || from <= ch.minT || c.col.presence == presBitmap || c.col.kind != KindFloat {
+		return
+	}
+	k := min(int((from-ch.minT+ch.step-1)/ch.step), c.end) - c.row
+	if k <= 0 {
+		return
+	}
+	switch c.col.enc {
+	case encConst:
+	case encDecimal:
+		c.dec.AppendNext(nil, k, 0) // an error stops the next call to Next
+	default:
+		return
+	}
+	c.row += k
+	c.n += k
+}
+
 // bulk reports whether appendRange can take the column: regular timestamps,
 // contiguous rows, constant or decimal float values.
 func (c *colCursor) bulk() bool {

@@ -128,6 +128,9 @@ func (it *Iterator) advance(c *tableCursor, from int64) bool {
 			c.in = false
 		}
 		for c.in {
+			if from > c.cc.t {
+				c.cc.skipBefore(from)
+			}
 			ok, err := c.cc.next()
 			if err != nil {
 				it.err = fmt.Errorf("%s: chunk at %d: %w", it.b.chunksPath, c.off, err)

@@ -129,26 +129,64 @@ func (b *Block) ChunkStats(id uint32, mint, maxt int64) ([]ChunkStat, error) {
 	return out, nil
 }
 
-// SeriesScratch holds the buffers SeriesIn reuses from one call to the next.
+// SeriesScratch holds the buffers SeriesIn reuses from one call to the next,
+// and what SeriesNewest found.
 type SeriesScratch struct {
 	lb     labels.ScratchBuilder
 	tables []memberTable
 	cms    []chunkMeta
+
+	newestT int64
+	newestV float64
+	newest  bool
 }
 
 // SeriesIn returns the labels of series id and whether it has samples in
 // [mint, maxt] (the labels are empty when it has none), read from the index
 // and chunk headers with sc's buffers: one allocation, the labels, per series in range.
 func (b *Block) SeriesIn(id uint32, mint, maxt int64, sc *SeriesScratch) (labels.Labels, bool, error) {
+	return b.seriesIn(id, mint, maxt, sc, false)
+}
+
+// SeriesNewest is SeriesIn that also looks for the series' newest sample in
+// [mint, maxt] in the chunk statistics; sc.Newest then returns it.
+func (b *Block) SeriesNewest(id uint32, mint, maxt int64, sc *SeriesScratch) (labels.Labels, bool, error) {
+	return b.seriesIn(id, mint, maxt, sc, true)
+}
+
+// Newest returns the newest sample SeriesNewest found, when the statistics
+// hold it: a float column ending at or before the range's end, the only one
+// ending at that time (the last value is kept bit-exact, staleness markers
+// included); false when the samples must be read.
+func (sc *SeriesScratch) Newest() (t int64, v float64, ok bool) {
+	return sc.newestT, sc.newestV, sc.newest
+}
+
+func (b *Block) seriesIn(id uint32, mint, maxt int64, sc *SeriesScratch, newest bool) (labels.Labels, bool, error) {
 	sc.lb.Reset()
+	sc.newest = false
 	si, err := b.series(id, &sc.lb, sc.tables)
 	sc.tables = si.tables
 	if err != nil {
 		return labels.EmptyLabels(), false, err
 	}
-	in := false
-	if err := b.columnsIn(si, mint, maxt, &sc.cms, func(colView) bool { in = true; return false }); err != nil || !in {
+	in, tie := false, false
+	var last colView
+	err = b.columnsIn(si, mint, maxt, &sc.cms, func(col colView) bool {
+		switch {
+		case !in || col.maxT > last.maxT:
+			last, tie = col, false
+		case col.maxT == last.maxT:
+			tie = true
+		}
+		in = true
+		return newest
+	})
+	if err != nil || !in {
 		return labels.EmptyLabels(), false, err
+	}
+	if newest && !tie && last.kind == KindFloat && last.maxT <= maxt {
+		sc.newestT, sc.newestV, sc.newest = last.maxT, last.last, true
 	}
 	return sc.lb.Labels(), true, nil
 }
