@@ -3,6 +3,7 @@ package tsdb
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"sync"
 
@@ -68,8 +69,12 @@ const parallelSelectMin = 4096
 // order; with limit > 0, at most limit+1 of them; with newest, those whose
 // newest sample the chunk statistics hold carry just that one.
 func (q *blockQuerier) selectIDs(ctx context.Context, ids []uint32, mint, maxt int64, limit int, newest bool) ([]storage.Series, error) {
-	out := make([]storage.Series, 0, len(ids))
-	slab := make([]blockSeries, 0, len(ids)) // one allocation for all
+	n := len(ids)
+	if limit > 0 {
+		n = min(n, limit+1)
+	}
+	out := make([]storage.Series, 0, n)
+	slab := make([]blockSeries, 0, n) // one allocation for all
 	withST := q.b.NumStartSeries() > 0
 	var sc block.SeriesScratch
 	for i, id := range ids {
@@ -119,6 +124,13 @@ func (q *blockQuerier) selectParallel(ctx context.Context, ids []uint32, mint, m
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer func() {
+				// A panic here would end the process: nothing above this
+				// goroutine recovers it. It fails the query instead.
+				if r := recover(); r != nil {
+					errs[k] = fmt.Errorf("%s: select panicked: %v", q.b.Dir(), r)
+				}
+			}()
 			parts[k], errs[k] = q.selectIDs(ctx, ids[k*len(ids)/p:(k+1)*len(ids)/p], mint, maxt, 0, newest)
 		}()
 	}
