@@ -42,7 +42,8 @@ var shapeQueries = []struct {
 
 // BenchmarkQueryShapes runs shapeQueries on tandem's DB (block + head, as
 // after an ingest; tandem's engine with push-down) and on Prometheus's TSDB
-// (its engine), the same 20 targets × 3 h of the workload generator.
+// (its engine), the same 20 targets × 3 h of the workload generator; with
+// SHAPES_ALL_IN_BLOCKS set, tandem's head is flushed whole (every sample in blocks).
 func BenchmarkQueryShapes(b *testing.B) {
 	const targets, scrapes = 20, 725
 	first := time.Now().Add(-scrapes * 15 * time.Second).Truncate(time.Second)

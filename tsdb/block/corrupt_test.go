@@ -34,6 +34,21 @@ func exercise(dir string) (err error) {
 			return it.Err()
 		}
 	}
+	// The paths that skip decoding: a seek into the middle of each chunk's
+	// rows, and the newest sample from the chunk statistics.
+	var sc SeriesScratch
+	mid := b.Meta().MinTime + (b.Meta().MaxTime-b.Meta().MinTime)/2
+	for id := 0; id < b.NumSeries(); id++ {
+		if _, _, err := b.SeriesNewest(uint32(id), mid, math.MaxInt64, &sc); err != nil {
+			return err
+		}
+		it = b.Iterator(uint32(id), mid, math.MaxInt64, it)
+		for it.Next() != chunkenc.ValNone {
+		}
+		if it.Err() != nil {
+			return it.Err()
+		}
+	}
 	return nil
 }
 
@@ -160,6 +175,7 @@ func FuzzOpenIndex(f *testing.F) {
 		labels.MustNewMatcher(labels.MatchNotRegexp, "idx", "1|2"),
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		var sc SeriesScratch
 		for _, skip := range []bool{false, true} {
 			b, err := openIndexBytes(data, skip)
 			if err != nil {
@@ -173,7 +189,11 @@ func FuzzOpenIndex(f *testing.F) {
 			for id := 0; id < min(b.NumSeries(), 100); id++ {
 				b.Labels(uint32(id))
 				b.ChunkStats(uint32(id), math.MinInt64, math.MaxInt64)
+				b.SeriesNewest(uint32(id), math.MinInt64, math.MaxInt64, &sc)
 				it := b.Iterator(uint32(id), math.MinInt64, math.MaxInt64, nil)
+				for it.Next() != chunkenc.ValNone {
+				}
+				it = b.Iterator(uint32(id), 1000, math.MaxInt64, it)
 				for it.Next() != chunkenc.ValNone {
 				}
 			}
@@ -256,6 +276,14 @@ func FuzzChunk(f *testing.F) {
 				budget -= col.count
 				var c Column
 				cd.appendTo(ch, col, 0, &c)
+				// A seek past the middle rows, decoded in one loop.
+				cc.reset(ch, col)
+				cc.skipBefore(ch.minT + (ch.maxT-ch.minT)/2)
+				for k := 0; k < col.count; k++ {
+					if ok, err := cc.next(); !ok || err != nil {
+						break
+					}
+				}
 			}
 		}
 		ch.find(int(member))
