@@ -3,6 +3,7 @@ package tsdb
 import (
 	"context"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,22 @@ import (
 	"github.com/tandem-tsdb/tandem/tsdb/head"
 	"github.com/tandem-tsdb/tandem/workload"
 )
+
+// startCPUProfile writes a CPU profile of what follows to file (the queries
+// alone, without the ingest that builds their data); the returned func stops it.
+func startCPUProfile(b *testing.B, file string) func() {
+	f, err := os.Create(file)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}
+}
 
 // shapeQueries are query shapes a node_exporter dashboard and its rules
 // issue at small scale, beyond the side-by-side benchmark's set: raw reads
@@ -43,7 +60,8 @@ var shapeQueries = []struct {
 // BenchmarkQueryShapes runs shapeQueries on tandem's DB (block + head, as
 // after an ingest; tandem's engine with push-down) and on Prometheus's TSDB
 // (its engine), the same 20 targets × 3 h of the workload generator; with
-// SHAPES_ALL_IN_BLOCKS set, tandem's head is flushed whole (every sample in blocks).
+// SHAPES_ALL_IN_BLOCKS set, tandem's head is flushed whole (every sample in
+// blocks); SHAPES_CPUPROFILE=file profiles the queries alone.
 func BenchmarkQueryShapes(b *testing.B) {
 	const targets, scrapes = 20, 725
 	first := time.Now().Add(-scrapes * 15 * time.Second).Truncate(time.Second)
@@ -97,6 +115,10 @@ func BenchmarkQueryShapes(b *testing.B) {
 	}{
 		{"prometheus", promql.NewEngine(opts), pdb},
 		{"tandem", pushdown.NewEngine(opts, pushdown.Options{Workers: 2}), tdb},
+	}
+	if f := os.Getenv("SHAPES_CPUPROFILE"); f != "" {
+		stop := startCPUProfile(b, f)
+		defer stop()
 	}
 	for _, sq := range shapeQueries {
 		q := strings.ReplaceAll(sq.q, "$I", instance)

@@ -3,8 +3,8 @@ package api
 import (
 	"io"
 	"net/http"
+	"runtime"
 	"strings"
-	"sync"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zlib"
@@ -12,7 +12,7 @@ import (
 
 // compressResponses compresses the API's responses as Prometheus's
 // httputil.CompressionHandler does (gzip or deflate, the first of them the
-// client accepts), with writers reused from pools and at the fastest level:
+// client accepts), with writers reused from free lists and at the fastest level:
 // upstream allocates a whole compressor per response and compresses at the
 // default level, which cost as much CPU as a large range query's evaluation.
 // The handler below sees no Accept-Encoding, so it writes plain bytes.
@@ -31,15 +31,15 @@ func compressResponses(h http.Handler) http.Handler {
 		w.Header().Set("Content-Encoding", enc)
 		cw := &compressedWriter{ResponseWriter: w}
 		if enc == "gzip" {
-			gz := gzipPool.Get().(*gzip.Writer)
+			gz := gzipFree.get()
 			gz.Reset(w)
 			cw.w = gz
-			defer func() { gz.Reset(io.Discard); gzipPool.Put(gz) }()
+			defer func() { gz.Reset(io.Discard); gzipFree.put(gz) }()
 		} else {
-			zw := zlibPool.Get().(*zlib.Writer)
+			zw := zlibFree.get()
 			zw.Reset(w)
 			cw.w = zw
-			defer func() { zw.Reset(io.Discard); zlibPool.Put(zw) }()
+			defer func() { zw.Reset(io.Discard); zlibFree.put(zw) }()
 		}
 		h.ServeHTTP(cw, inner)
 		cw.Header().Del("Content-Length")
@@ -61,15 +61,44 @@ func acceptedEncoding(header string) string {
 	return ""
 }
 
+// freeList keeps up to its capacity of idle writers. Unlike a sync.Pool it
+// is not emptied by garbage collections: a server answering small queries
+// collects every few requests (the head's heap is small and GOGC 50), and a
+// compressor is some hundred kilobytes to build and clear again.
+type freeList[W any] struct {
+	idle  chan W
+	build func() W
+}
+
+func newFreeList[W any](build func() W) *freeList[W] {
+	return &freeList[W]{idle: make(chan W, min(max(runtime.GOMAXPROCS(0), 2), 8)), build: build}
+}
+
+func (f *freeList[W]) get() W {
+	select {
+	case w := <-f.idle:
+		return w
+	default:
+		return f.build()
+	}
+}
+
+func (f *freeList[W]) put(w W) {
+	select {
+	case f.idle <- w:
+	default: // full: w is garbage
+	}
+}
+
 var (
-	gzipPool = sync.Pool{New: func() any {
+	gzipFree = newFreeList(func() *gzip.Writer {
 		w, _ := gzip.NewWriterLevel(nil, gzip.BestSpeed)
 		return w
-	}}
-	zlibPool = sync.Pool{New: func() any {
+	})
+	zlibFree = newFreeList(func() *zlib.Writer {
 		w, _ := zlib.NewWriterLevel(nil, zlib.BestSpeed)
 		return w
-	}}
+	})
 )
 
 // compressedWriter sends a response's body through a compressor.

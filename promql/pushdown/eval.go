@@ -173,15 +173,16 @@ func evalNode(ctx context.Context, q storage.Queryable, n *node, g grid) ([]synt
 	if len(series) < 64 || !n.perSeries && len(gr.lsets)*steps > 1<<20 {
 		workers = 1 // each worker would hold all groups' accumulators
 	}
-	accs, wannos, err := run(ctx, series, gr, n, g, mint, maxt, workers)
+	accs, wannos, release, err := run(ctx, series, gr, n, g, mint, maxt, workers)
 	if errors.Is(err, errSequential) {
-		accs, wannos, err = run(ctx, series, gr, n, g, mint, maxt, 1)
+		accs, wannos, release, err = run(ctx, series, gr, n, g, mint, maxt, 1)
 	}
 	if err != nil {
 		return nil, annos, err
 	}
 	annos.Merge(wannos)
 	out := collect(accs, gr, n.op, g)
+	release()
 	if hasDuplicates(out) {
 		// Groups that differ only in labels the output drops (__type__,
 		// __unit__): the engine returns both, a selector cannot.
@@ -205,21 +206,24 @@ var errSequential = errors.New("sums near overflow: evaluate sequentially")
 
 // run evaluates the series on workers goroutines, each taking a contiguous
 // part of the series in order, and merges their accumulators in that order.
-func run(ctx context.Context, series []storage.Series, gr groups, n *node, g grid, mint, maxt int64, workers int) ([]acc, annotations.Annotations, error) {
+// The accumulators returned are the workers' memory: the caller calls
+// release once it has read them.
+func run(ctx context.Context, series []storage.Series, gr groups, n *node, g grid, mint, maxt int64, workers int) (_ []acc, _ annotations.Annotations, release func(), _ error) {
 	steps := g.steps()
 	ws := make([]*worker, workers)
+	release = func() { putWorkers(ws) }
 	var wg sync.WaitGroup
 	per := (len(series) + workers - 1) / workers
-	var shared []acc
-	if n.perSeries {
-		// Each series is its own group: the workers' groups are disjoint.
-		shared = make([]acc, len(gr.lsets)*steps)
-	}
 	for i := range ws {
 		lo, hi := min(i*per, len(series)), min((i+1)*per, len(series))
-		w := &worker{n: n, g: g, mint: mint, maxt: maxt, steps: steps, acc: shared}
-		if w.acc == nil {
-			w.acc = make([]acc, len(gr.lsets)*steps)
+		w := getWorker(n, g, mint, maxt, steps)
+		switch {
+		case i == 0 || !n.perSeries:
+			w.acc = zeroed(w.acc, len(gr.lsets)*steps)
+		default:
+			// Each series is its own group: the workers' groups are
+			// disjoint and they share the first worker's accumulators.
+			w.shared = ws[0].acc
 		}
 		ws[i] = w
 		wg.Add(1)
@@ -240,7 +244,7 @@ func run(ctx context.Context, series []storage.Series, gr groups, n *node, g gri
 	points, window := 0, 0
 	for _, w := range ws {
 		if w.err != nil {
-			return nil, nil, w.err
+			return nil, nil, func() {}, w.err // a worker that failed is not reused
 		}
 		annos.Merge(w.annos)
 		points += w.points
@@ -249,20 +253,67 @@ func run(ctx context.Context, series []storage.Series, gr groups, n *node, g gri
 	// The engine would hold the aggregation's input, every series' value at
 	// every step, and one range window: enforce --query.max-samples on that.
 	if points+window > g.maxSamples {
-		return nil, nil, promql.ErrTooManySamples("query execution")
+		release()
+		return nil, nil, func() {}, promql.ErrTooManySamples("query execution")
 	}
 	out := ws[0].acc
 	if n.perSeries {
-		return out, annos, nil
+		return out, annos, release, nil
 	}
 	for _, w := range ws[1:] {
 		for i := range out {
 			if err := merge(&out[i], &w.acc[i], n.op); err != nil {
-				return nil, nil, err
+				release()
+				return nil, nil, func() {}, err
 			}
 		}
 	}
-	return out, annos, nil
+	return out, annos, release, nil
+}
+
+// workerPool keeps workers' accumulators and sample buffers from query to
+// query: a small query's allocations were mostly these, and each GC cycle
+// they caused cost more than the query's own decoding.
+var workerPool = sync.Pool{New: func() any { return new(worker) }}
+
+// maxPooled is the largest buffer (in elements) a pooled worker keeps.
+const maxPooled = 1 << 16
+
+func getWorker(n *node, g grid, mint, maxt int64, steps int) *worker {
+	w := workerPool.Get().(*worker)
+	*w = worker{n: n, g: g, mint: mint, maxt: maxt, steps: steps,
+		acc: w.acc[:0], ts: w.ts[:0], vs: w.vs[:0], resets: w.resets[:0]}
+	return w
+}
+
+func putWorkers(ws []*worker) {
+	for _, w := range ws {
+		if w == nil {
+			continue
+		}
+		keep := worker{}
+		if cap(w.acc) <= maxPooled {
+			keep.acc = w.acc[:0]
+		}
+		if cap(w.ts) <= maxPooled && cap(w.vs) <= maxPooled {
+			keep.ts, keep.vs = w.ts[:0], w.vs[:0]
+		}
+		if cap(w.resets) <= maxPooled {
+			keep.resets = w.resets[:0]
+		}
+		*w = keep // nothing of the query (series, iterators) stays reachable
+		workerPool.Put(w)
+	}
+}
+
+// zeroed returns buf resized to n zero accumulators.
+func zeroed(buf []acc, n int) []acc {
+	if cap(buf) < n {
+		return make([]acc, n)
+	}
+	buf = buf[:n]
+	clear(buf)
+	return buf
 }
 
 // worker evaluates a run of series into its own accumulators.
@@ -271,7 +322,8 @@ type worker struct {
 	g          grid
 	mint, maxt int64
 	steps      int
-	acc        []acc
+	acc        []acc // the worker's accumulators, or nil with shared
+	shared     []acc // per-series nodes: the first worker's accumulators, which this one writes too
 	annos      annotations.Annotations
 	err        error
 	points     int // points of the input matrix the engine would hold
@@ -293,7 +345,11 @@ func (w *worker) runSeries(ctx context.Context, series []storage.Series, of []in
 		if err := w.load(s); err != nil {
 			return err
 		}
-		acc := w.acc[int(of[i])*w.steps : int(of[i]+1)*w.steps]
+		all := w.acc
+		if w.shared != nil {
+			all = w.shared
+		}
+		acc := all[int(of[i])*w.steps : int(of[i]+1)*w.steps]
 		var produced bool
 		if w.n.fn == "" {
 			produced = w.instant(acc)
