@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,6 +30,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	promtsdb "github.com/prometheus/prometheus/tsdb"
 
+	"github.com/tandem-tsdb/tandem/internal/gctune"
 	"github.com/tandem-tsdb/tandem/promql/api"
 	"github.com/tandem-tsdb/tandem/remote"
 	"github.com/tandem-tsdb/tandem/rules"
@@ -82,6 +82,7 @@ type config struct {
 	logLevel        string
 	logFormat       string
 	gogc            int
+	gcMinHeadroom   int64
 	showVersion     bool
 	externalURL     string
 	configFile      string
@@ -168,6 +169,7 @@ func newFlagSet(c *config) *flag.FlagSet {
 	fs.BoolVar(&c.pushdown, "query.pushdown", true, "Evaluate aggregations of selectors and of range functions (sum by(x)(rate(m[5m])), ...) in one pass over the storage on all cores, the rest of the query with Prometheus's engine; false leaves every query to Prometheus's engine.")
 	fs.StringVar(&c.logLevel, "log.level", "info", "Log level: debug, info, warn, error.")
 	fs.IntVar(&c.gogc, "runtime.gogc", 50, "Go garbage collector target percentage (GOGC): lower keeps the heap closer to its live size at some CPU cost; the GOGC environment variable, when set, takes precedence; -1 disables the collector.")
+	fs.Int64Var(&c.gcMinHeadroom, "runtime.gc-min-headroom", 32<<20, "Bytes the heap may always grow by between two garbage collections: while the live heap is small the GOGC percentage is raised after each collection to allow this much (a small head would otherwise collect every few queries), and it is back at --runtime.gogc once the live heap is large; 0 keeps --runtime.gogc fixed.")
 	fs.StringVar(&c.logFormat, "log.format", "text", "Log format: text or json.")
 	fs.BoolVar(&c.showVersion, "version", false, "Print the version and exit.")
 	fs.StringVar(&c.externalURL, "web.external-url", "", "URL under which tandem is reached, for alerts' generator URLs and rule templates (default http://<hostname>:<port>/).")
@@ -321,7 +323,7 @@ func main() {
 		os.Exit(2)
 	}
 	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(c.gogc)
+		defer gctune.Start(c.gogc, uint64(max(c.gcMinHeadroom, 0))).Stop()
 	}
 	if err := runServer(c, logger); err != nil {
 		logger.Error("tandem stopped with an error", "err", err)
