@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,19 @@ import (
 	"github.com/tandem-tsdb/tandem/tsdb/head"
 	"github.com/tandem-tsdb/tandem/workload"
 )
+
+// envInt returns the integer in the environment variable name, or def.
+func envInt(b *testing.B, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		b.Fatalf("%s=%q: want a positive integer", name, v)
+	}
+	return n
+}
 
 // startCPUProfile writes a CPU profile of what follows to file (the queries
 // alone, without the ingest that builds their data); the returned func stops it.
@@ -61,10 +75,12 @@ var shapeQueries = []struct {
 // after an ingest; tandem's engine with push-down) and on Prometheus's TSDB
 // (its engine), the same 20 targets × 3 h of the workload generator; with
 // SHAPES_ALL_IN_BLOCKS set, tandem's head is flushed whole (every sample in
-// blocks); SHAPES_CPUPROFILE=file profiles the queries alone.
+// blocks), with SHAPES_ALL_IN_HEAD set nothing is flushed (every sample in
+// the head); SHAPES_CPUPROFILE=file profiles the queries alone, and
+// SHAPES_TARGETS and SHAPES_SCRAPES change the data's size.
 func BenchmarkQueryShapes(b *testing.B) {
-	const targets, scrapes = 20, 725
-	first := time.Now().Add(-scrapes * 15 * time.Second).Truncate(time.Second)
+	targets, scrapes := envInt(b, "SHAPES_TARGETS", 20), envInt(b, "SHAPES_SCRAPES", 725)
+	first := time.Now().Add(-time.Duration(scrapes) * 15 * time.Second).Truncate(time.Second)
 	gen, err := workload.NewGenerator(workload.Options{Targets: targets, Scrapes: scrapes, Start: first, Seed: 1})
 	if err != nil {
 		b.Fatal(err)
@@ -103,8 +119,10 @@ func BenchmarkQueryShapes(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	if err := tdb.Flush(os.Getenv("SHAPES_ALL_IN_BLOCKS") != ""); err != nil {
-		b.Fatal(err)
+	if os.Getenv("SHAPES_ALL_IN_HEAD") == "" {
+		if err := tdb.Flush(os.Getenv("SHAPES_ALL_IN_BLOCKS") != ""); err != nil {
+			b.Fatal(err)
+		}
 	}
 	start, end := first, time.UnixMilli(last)
 	opts := promql.EngineOpts{MaxSamples: 50_000_000, Timeout: time.Minute, LookbackDelta: 5 * time.Minute}
