@@ -34,7 +34,7 @@ func (s *headSeries) AppendFloats(ts []int64, vs []float64, mint, maxt int64) ([
 // appendFloats appends the part's samples in [mint, maxt].
 func (p *part) appendFloats(dec *valDecoder, ts []int64, vs []float64, mint, maxt int64) ([]int64, []float64, error) {
 	if p.c == nil {
-		for _, s := range p.samples {
+		for _, s := range p.raw.samples {
 			if s.T >= mint && s.T <= maxt {
 				ts, vs = append(ts, s.T), append(vs, s.V)
 			}
@@ -45,7 +45,7 @@ func (p *part) appendFloats(dec *valDecoder, ts []int64, vs []float64, mint, max
 	if c.maxT < mint || c.minT > maxt {
 		return ts, vs, nil
 	}
-	col := c.col(p.col)
+	col := c.col(int(p.col))
 	if col == nil {
 		return ts, vs, nil
 	}

@@ -645,13 +645,20 @@ type seriesData struct {
 	starts     starts.Runs // start timestamps within [mint, maxt] (copied)
 }
 
-// part is either a chunk column or a run of uncompressed samples.
+// part is either a chunk column or a run of uncompressed samples. It is kept
+// small (a query's snapshot holds one per chunk per series): the rarer runs
+// are behind a pointer.
 type part struct {
-	c       *chunk
-	col     int
-	tss     []int64 // the chunk's timestamps decoded, when shared; else nil
+	c   *chunk
+	tss []int64 // the chunk's timestamps decoded, when shared; else nil
+	col int32
+	raw *rawRun // the samples when c is nil
+}
+
+// rawRun is a part's run of uncompressed samples, or of histograms (late ones).
+type rawRun struct {
 	samples []Sample
-	hists   []HistogramSample // a run of histograms (late ones) instead of samples
+	hists   []HistogramSample
 }
 
 // snapCache holds what the snapshots of one query share within a group: the
@@ -704,7 +711,7 @@ func (d *seriesData) add(parts []part, tb *table, c int) []part {
 		if ch.maxT < d.mint || ch.minT > d.maxt || ch.col(c) == nil {
 			continue
 		}
-		p := part{c: ch, col: c}
+		p := part{c: ch, col: int32(c)}
 		if d.sc != nil && tb.ncols > 1 {
 			p.tss = d.sc.timestamps(ch)
 		}
@@ -735,7 +742,7 @@ func (d *seriesData) add(parts []part, tb *table, c int) []part {
 		open = append(open, Sample{T: r.t, V: r.vals[c]})
 	}
 	if len(open) > 0 {
-		parts = append(parts, part{samples: open})
+		parts = append(parts, part{raw: &rawRun{samples: open}})
 	}
 	return parts
 }

@@ -47,10 +47,11 @@ type partIterator struct {
 // firstT returns the time of a sample part's first sample (MaxInt64 if none).
 func (p *part) firstT() int64 {
 	switch {
-	case len(p.hists) > 0:
-		return p.hists[0].T
-	case len(p.samples) > 0:
-		return p.samples[0].T
+	case p.raw == nil:
+	case len(p.raw.hists) > 0:
+		return p.raw.hists[0].T
+	case len(p.raw.samples) > 0:
+		return p.raw.samples[0].T
 	}
 	return math.MaxInt64
 }
@@ -73,7 +74,7 @@ func (it *partIterator) openPart(p int) bool {
 		it.si = -1
 		return true
 	}
-	it.col = pt.c.col(pt.col)
+	it.col = pt.c.col(int(pt.col))
 	if it.col == nil {
 		return it.openPart(p + 1)
 	}
@@ -269,7 +270,7 @@ func (it *partIterator) step() bool {
 			it.left--
 			return true
 		}
-		pt := &it.parts[it.p]
+		pt := it.parts[it.p].raw
 		it.si++
 		if pt.hists != nil {
 			if it.si >= len(pt.hists) {
@@ -374,11 +375,11 @@ func (it *seriesIterator) reset(d *seriesData) {
 		it.n++
 	}
 	if len(d.late) > 0 {
-		it.st[it.n].reset(d, []part{{samples: d.late}})
+		it.st[it.n].reset(d, []part{{raw: &rawRun{samples: d.late}}})
 		it.n++
 	}
 	if len(d.lateH) > 0 {
-		it.st[it.n].reset(d, []part{{hists: d.lateH}})
+		it.st[it.n].reset(d, []part{{raw: &rawRun{hists: d.lateH}}})
 		it.n++
 	}
 	it.ok, it.started, it.cur = [4]bool{}, false, &it.st[0]

@@ -312,7 +312,7 @@ type headSeries struct {
 // kept: a series may be read by several goroutines).
 func (s *headSeries) data() *seriesData {
 	if s.d == nil {
-		d := &seriesData{mint: s.mint, maxt: s.maxt, parts: []part{{samples: []Sample{s.one}}}}
+		d := &seriesData{mint: s.mint, maxt: s.maxt, parts: []part{{raw: &rawRun{samples: []Sample{s.one}}}}}
 		if s.oneST != 0 {
 			d.starts = starts.Runs{{From: s.one.T, To: s.one.T, V: s.oneST}}
 		}

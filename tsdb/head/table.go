@@ -457,14 +457,23 @@ func (b *chunkBuilder) snapshotColTS(c int, ts []byte) *chunk {
 		return nil
 	}
 	n := cb.vals.Count()
-	ch := &chunk{minT: b.minT, maxT: b.maxT, rows: b.rows, ts: ts, data: slices.Clone(cb.vals.Bytes())}
+	one := &oneColChunk{chunk: chunk{minT: b.minT, maxT: b.maxT, rows: b.rows, ts: ts, data: slices.Clone(cb.vals.Bytes())}}
+	ch := &one.chunk
 	cd := colData{kind: colXOR, first: int32(cb.first), n: int32(n), end: uint32(len(ch.data))}
 	if bm := b.bitmap(cb); bm != nil {
 		ch.bits = slices.Clone(bm)
 		cd.bend = uint32(len(bm))
 	}
-	ch.cols = []colData{cd}
+	one.col[0] = cd
+	ch.cols = one.col[:]
 	return ch
+}
+
+// oneColChunk is a one-column chunk and its column in one allocation (a
+// query's snapshot makes one per series of the chunk being built).
+type oneColChunk struct {
+	chunk
+	col [1]colData
 }
 
 // chunk is an immutable, compressed run of rows.
