@@ -77,7 +77,8 @@ var shapeQueries = []struct {
 // SHAPES_ALL_IN_BLOCKS set, tandem's head is flushed whole (every sample in
 // blocks), with SHAPES_ALL_IN_HEAD set nothing is flushed (every sample in
 // the head); SHAPES_CPUPROFILE=file profiles the queries alone, and
-// SHAPES_TARGETS and SHAPES_SCRAPES change the data's size.
+// SHAPES_TARGETS and SHAPES_SCRAPES change the data's size,
+// SHAPES_HEAD_CHUNK_ROWS the head's rows per chunk.
 func BenchmarkQueryShapes(b *testing.B) {
 	targets, scrapes := envInt(b, "SHAPES_TARGETS", 20), envInt(b, "SHAPES_SCRAPES", 725)
 	first := time.Now().Add(-time.Duration(scrapes) * 15 * time.Second).Truncate(time.Second)
@@ -87,6 +88,7 @@ func BenchmarkQueryShapes(b *testing.B) {
 	}
 	hopts := head.DefaultOptions()
 	hopts.WALSyncInterval = 0
+	hopts.ChunkRows = envInt(b, "SHAPES_HEAD_CHUNK_ROWS", hopts.ChunkRows)
 	tdb, err := OpenDB(b.TempDir(), DBOptions{Head: hopts})
 	if err != nil {
 		b.Fatal(err)
