@@ -1,6 +1,9 @@
 package tsdb
 
 import (
+	"cmp"
+	"math"
+	"slices"
 	"sync"
 
 	"github.com/prometheus/prometheus/model/histogram"
@@ -85,7 +88,20 @@ func mergeSeries(ss ...storage.Series) storage.Series {
 	if len(ss) == 1 {
 		return ss[0]
 	}
+	// Prometheus's merge hands the sources of one series over in no set
+	// order (a heap of series sets): put the blocks in time order, the head
+	// after them, so that AppendFloats reads them one after the other.
+	slices.SortStableFunc(ss, func(a, b storage.Series) int { return cmp.Compare(sourceStart(a), sourceStart(b)) })
 	return &mergedSeries{lset: ss[0].Labels(), parts: ss}
+}
+
+// sourceStart orders the sources of a merged series: a block's start time,
+// the end of time for the head and anything else.
+func sourceStart(s storage.Series) int64 {
+	if bs, ok := s.(*blockSeries); ok {
+		return bs.b.MinTime()
+	}
+	return math.MaxInt64
 }
 
 func (s *mergedSeries) Labels() labels.Labels { return s.lset }

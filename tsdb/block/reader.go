@@ -279,6 +279,9 @@ func (b *Block) openChunks() error {
 // Meta returns the block's meta.json content.
 func (b *Block) Meta() Meta { return b.meta }
 
+// MinTime returns the block's first timestamp (its meta's MinTime).
+func (b *Block) MinTime() int64 { return b.meta.MinTime }
+
 // Dir returns the block's directory.
 func (b *Block) Dir() string { return b.dir }
 
