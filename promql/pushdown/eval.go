@@ -460,24 +460,18 @@ func (w *worker) instant(acc []acc) bool {
 // ranged evaluates the range function over the window (ref-range, ref] of
 // every step.
 func (w *worker) ranged(acc []acc) bool {
-	ts, vs := w.ts, w.vs
-	counter := w.n.fn == "rate" || w.n.fn == "increase"
-	if counter {
-		w.resets = w.resets[:0]
-		for i := 1; i < len(vs); i++ {
-			if vs[i] < vs[i-1] {
-				w.resets = append(w.resets, i)
-			}
-		}
-	}
-	need := 1
 	switch w.n.fn {
-	case "rate", "increase", "delta":
-		need = 2
+	case "rate":
+		return w.rateSteps(acc, true, true)
+	case "increase":
+		return w.rateSteps(acc, true, false)
+	case "delta":
+		return w.rateSteps(acc, false, false)
 	}
+	ts, vs := w.ts, w.vs
 	var (
-		lo, hi, rp int
-		produced   bool
+		lo, hi   int
+		produced bool
 	)
 	for k := 0; k < w.steps; k++ {
 		right := w.g.start + int64(k)*w.g.step - w.n.offset
@@ -489,16 +483,11 @@ func (w *worker) ranged(acc []acc) bool {
 		for hi < len(ts) && ts[hi] <= right {
 			hi++
 		}
-		if hi-lo < need {
+		if hi-lo < 1 {
 			continue
 		}
 		var f float64
 		switch w.n.fn {
-		case "rate", "increase", "delta":
-			for rp < len(w.resets) && w.resets[rp] <= lo {
-				rp++
-			}
-			f = extrapolatedRate(ts[lo:hi], vs[lo:hi], w.resets[rp:], lo, hi, left, right, w.n.rng, counter, w.n.fn == "rate")
 		case "sum_over_time":
 			f = sumOverTime(vs[lo:hi])
 		case "avg_over_time":
@@ -530,6 +519,91 @@ func (w *worker) ranged(acc []acc) bool {
 	return produced
 }
 
+// rateSteps is ranged for rate (counter and isRate), increase (counter) and
+// delta: Prometheus's extrapolatedRate for float samples without start
+// timestamps (promql/functions.go), the same operations in the same order,
+// with the series' counter resets found once instead of once per window.
+func (w *worker) rateSteps(acc []acc, counter, isRate bool) bool {
+	ts, vs := w.ts, w.vs
+	resets := w.resets[:0]
+	if counter {
+		for i := 1; i < len(vs); i++ {
+			if vs[i] < vs[i-1] {
+				resets = append(resets, i)
+			}
+		}
+		w.resets = resets
+	}
+	var (
+		lo, hi, rp int
+		produced   bool
+		op         = w.n.op
+		rng, step  = w.n.rng, w.g.step
+		rngSeconds = float64(rng) / 1000
+		right      = w.g.start - w.n.offset
+	)
+	for k := 0; k < w.steps; k, right = k+1, right+step {
+		rangeStart := right - rng
+		for lo < len(ts) && ts[lo] <= rangeStart {
+			lo++
+		}
+		hi = max(hi, lo)
+		for hi < len(ts) && ts[hi] <= right {
+			hi++
+		}
+		if hi-lo < 2 {
+			continue
+		}
+		last := hi - 1
+		firstT, lastT, firstV := ts[lo], ts[last], vs[lo]
+		result := vs[last] - firstV
+		if counter {
+			for rp < len(resets) && resets[rp] <= lo {
+				rp++
+			}
+			for r := rp; r < len(resets) && resets[r] < hi; r++ {
+				result += vs[resets[r]-1]
+			}
+		}
+		durationToStart := float64(firstT-rangeStart) / 1000
+		durationToEnd := float64(right-lastT) / 1000
+		sampledInterval := float64(lastT-firstT) / 1000
+		averageDurationBetweenSamples := sampledInterval / float64(last-lo)
+		extrapolationThreshold := averageDurationBetweenSamples * 1.1
+		if durationToStart >= extrapolationThreshold {
+			durationToStart = averageDurationBetweenSamples / 2
+		}
+		if counter {
+			durationToZero := durationToStart
+			if result > 0 && firstV >= 0 {
+				durationToZero = sampledInterval * (firstV / result)
+			}
+			if durationToZero < durationToStart {
+				durationToStart = durationToZero
+			}
+		}
+		if durationToEnd >= extrapolationThreshold {
+			durationToEnd = averageDurationBetweenSamples / 2
+		}
+		factor := 1.0
+		if sampledInterval != 0 {
+			factor = (sampledInterval + durationToStart + durationToEnd) / sampledInterval
+		}
+		if isRate {
+			factor /= rngSeconds
+		}
+		if a := &acc[k]; op == parser.SUM && a.seen {
+			addSum(a, result*factor)
+		} else {
+			add(a, result*factor, op)
+		}
+		produced = true
+		w.points++
+		w.window = max(w.window, hi-lo)
+	}
+	return produced
+}
+
 // checkCounter adds the engine's info annotation for rate and increase of a
 // metric whose name does not say it is a counter.
 func (w *worker) checkCounter(ls labels.Labels) {
@@ -539,52 +613,6 @@ func (w *worker) checkCounter(ls labels.Labels) {
 		return
 	}
 	w.annos.Add(annotations.NewPossibleNonCounterInfo(name, w.n.argPos))
-}
-
-// extrapolatedRate is Prometheus's extrapolatedRate for float samples
-// without start timestamps (promql/functions.go), on the window ts/vs, which
-// is [lo, hi) of the series; resets lists the series' counter resets from the
-// first one after lo.
-func extrapolatedRate(ts []int64, vs []float64, resets []int, lo, hi int, rangeStart, rangeEnd, rng int64, isCounter, isRate bool) float64 {
-	numSamplesMinusOne := len(ts) - 1
-	firstT, lastT := ts[0], ts[numSamplesMinusOne]
-	result := vs[numSamplesMinusOne] - vs[0]
-	if isCounter {
-		for _, r := range resets {
-			if r >= hi {
-				break
-			}
-			result += vs[r-1-lo]
-		}
-	}
-	durationToStart := float64(firstT-rangeStart) / 1000
-	durationToEnd := float64(rangeEnd-lastT) / 1000
-	sampledInterval := float64(lastT-firstT) / 1000
-	averageDurationBetweenSamples := sampledInterval / float64(numSamplesMinusOne)
-	extrapolationThreshold := averageDurationBetweenSamples * 1.1
-	if durationToStart >= extrapolationThreshold {
-		durationToStart = averageDurationBetweenSamples / 2
-	}
-	if isCounter {
-		durationToZero := durationToStart
-		if result > 0 && vs[0] >= 0 {
-			durationToZero = sampledInterval * (vs[0] / result)
-		}
-		if durationToZero < durationToStart {
-			durationToStart = durationToZero
-		}
-	}
-	if durationToEnd >= extrapolationThreshold {
-		durationToEnd = averageDurationBetweenSamples / 2
-	}
-	factor := 1.0
-	if sampledInterval != 0 {
-		factor = (sampledInterval + durationToStart + durationToEnd) / sampledInterval
-	}
-	if isRate {
-		factor /= float64(rng) / 1000
-	}
-	return result * factor
 }
 
 // sumOverTime is Prometheus's sum_over_time for floats.
@@ -626,6 +654,14 @@ func avgOverTime(vs []float64) float64 {
 		return mean + kahanC
 	}
 	return sum/count + kahanC/count
+}
+
+// addSum is add for a sum whose accumulator has seen a sample.
+func addSum(a *acc, f float64) {
+	if math.Abs(f) >= bigSum || math.Abs(a.v) >= bigSum {
+		a.big = true
+	}
+	a.v, a.c = kahansum.Inc(f, a.v, a.c)
 }
 
 // add folds f into a, as the engine's aggregation does for a float sample.
