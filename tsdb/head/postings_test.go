@@ -3,6 +3,7 @@ package head
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"math/rand"
 	"slices"
 	"testing"
@@ -372,6 +373,33 @@ func TestMemIndexDifferential(t *testing.T) {
 			if got := ix.postingsFor(ms...); !slices.Equal(got, want) {
 				t.Fatalf("round %d: postingsFor(%v) = %d refs, want %d", round, ms, len(got), len(want))
 			}
+		}
+	}
+}
+
+// TestSortUnique checks the bitmap union against sorting, on dense and
+// sparse references, with repeats and at the ends of the uint64 range.
+func TestSortUnique(t *testing.T) {
+	r := rand.New(rand.NewSource(5))
+	for i := 0; i < 500; i++ {
+		n := 1 + r.Intn(300)
+		span := uint64(1 + r.Intn(4*n*64))
+		base := uint64(r.Int63())
+		switch i % 5 {
+		case 0:
+			base = 0
+		case 1:
+			base = math.MaxUint64 - span
+		}
+		refs := make([]uint64, n)
+		for k := range refs {
+			refs[k] = base + uint64(r.Int63n(int64(span)))
+		}
+		want := slices.Clone(refs)
+		slices.Sort(want)
+		want = slices.Compact(want)
+		if got := sortUnique(refs); !slices.Equal(got, want) {
+			t.Fatalf("case %d (n %d span %d base %d): got %v, want %v", i, n, span, base, got, want)
 		}
 	}
 }
