@@ -116,6 +116,10 @@ func evalNode(ctx context.Context, q storage.Queryable, n *node, g grid) ([]synt
 	}
 	// A range function drops the metric name: series that differ only in it
 	// collide, which the engine resolves (merging or failing) itself.
+	var byValue map[string]int32
+	if !n.without && len(keep) == 1 {
+		byValue = map[string]int32{}
+	}
 	var nameless map[uint64]struct{}
 	if n.fn != "" && !hasNameEquality(n.sel) {
 		nameless = map[uint64]struct{}{}
@@ -142,18 +146,32 @@ func evalNode(ctx context.Context, q storage.Queryable, n *node, g grid) ([]synt
 			series = append(series, s)
 			continue
 		}
-		var h uint64
-		switch {
-		case n.without:
-			h, buf = ls.HashWithoutLabels(buf, n.grouping...)
-		case len(keep) > 0:
-			h, buf = ls.HashForLabels(buf, keep...)
-		}
-		gi, ok := index[h]
-		if !ok {
-			gi = int32(len(gr.lsets))
-			index[h] = gi
-			gr.lsets = append(gr.lsets, groupLabels(lb, ls, n, keep))
+		var (
+			gi int32
+			ok bool
+		)
+		if byValue != nil {
+			// One grouping label: its value is the group's key (a label
+			// is never present with an empty value).
+			v := ls.Get(keep[0])
+			if gi, ok = byValue[v]; !ok {
+				gi = int32(len(gr.lsets))
+				byValue[v] = gi
+				gr.lsets = append(gr.lsets, groupLabels(lb, ls, n, keep))
+			}
+		} else {
+			var h uint64
+			switch {
+			case n.without:
+				h, buf = ls.HashWithoutLabels(buf, n.grouping...)
+			case len(keep) > 0:
+				h, buf = ls.HashForLabels(buf, keep...)
+			}
+			if gi, ok = index[h]; !ok {
+				gi = int32(len(gr.lsets))
+				index[h] = gi
+				gr.lsets = append(gr.lsets, groupLabels(lb, ls, n, keep))
+			}
 		}
 		series = append(series, s)
 		gr.of = append(gr.of, gi)
