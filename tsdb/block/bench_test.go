@@ -341,3 +341,37 @@ func BenchmarkPostings(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSeriesNewest reads every series' labels and newest sample from the
+// chunk statistics, as an instant query over all series does (20 targets,
+// 10k series; LOOKUP_TARGETS sets the targets).
+func BenchmarkSeriesNewest(b *testing.B) {
+	targets := 20
+	if v, err := strconv.Atoi(os.Getenv("LOOKUP_TARGETS")); err == nil && v > 0 {
+		targets = v
+	}
+	gs, mint, maxt, _ := nodeGroups(b, targets, 480)
+	dir := b.TempDir()
+	meta, err := Write(dir, mint, maxt, Groups(gs), WriteOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	blk, err := Open(filepath.Join(dir, meta.ULID))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer blk.Close()
+	gs = nil
+	runtime.GC()
+	n := blk.NumSeries()
+	var sc SeriesScratch
+	b.ReportAllocs()
+	for b.Loop() {
+		for id := 0; id < n; id++ {
+			if _, in, err := blk.SeriesNewest(uint32(id), maxt-300_000, maxt, &sc); err != nil || !in {
+				b.Fatalf("series %d: in %v, %v", id, in, err)
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/series")
+}

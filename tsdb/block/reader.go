@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/prometheus/prometheus/model/labels"
@@ -45,8 +46,10 @@ type Block struct {
 	ngroups    int
 	names      []nameEntry
 	verified   sync.Map // chunk offset → struct{}: CRC already checked
-	groupMetas sync.Map // group → [][]chunkMeta: chunk lists of groups with many members, parsed once
-	common     sync.Map // group → []uint64: symbol references of the labels its members share (version 3)
+	// perGroup holds, by group, what is parsed once: the chunk lists of
+	// groups with many members and (version 3) the symbol references of
+	// the labels all members share.
+	perGroup []groupParsed
 
 	leadOnce sync.Once
 	lead     *nameEntry // see leadingName
@@ -207,6 +210,7 @@ func (b *Block) openIndex() error {
 	if b.ngroups, err = tableCount(b.sec[secGroups]); err != nil {
 		return fmt.Errorf("groups section: %w", err)
 	}
+	b.perGroup = make([]groupParsed, b.ngroups) // 16 bytes per group, against the section's 4 or more
 	li := b.sec[secLabels]
 	if len(li) < 4 {
 		return fmt.Errorf("label index too short: %w", ErrCorrupt)
@@ -367,28 +371,40 @@ func (b *Block) series(id uint32, lb *labels.ScratchBuilder, tables []memberTabl
 	}
 	d := decbuf{b: rec}
 	nl := d.uvarintInt(len(rec))
+	// Version 3: the series' own pairs are merged with those its group's
+	// members share, both in label order, instead of sorted after.
+	var own [16]symPair
+	merge := lb != nil && b.symIndexed && nl <= len(own)
 	for i := 0; i < nl && d.err == nil; i++ {
 		nr, vr := d.uvarint(), d.uvarint()
-		if lb != nil && d.err == nil {
-			if err := b.addLabel(lb, nr, vr); err != nil {
+		if lb == nil || d.err != nil {
+			continue
+		}
+		if merge {
+			if own[i], err = b.symPair(nr, vr); err != nil {
 				return si, fmt.Errorf("%s: series %d: %w", b.indexPath, id, err)
 			}
+			continue
+		}
+		if err := b.addLabel(lb, nr, vr); err != nil {
+			return si, fmt.Errorf("%s: series %d: %w", b.indexPath, id, err)
 		}
 	}
 	si.group = d.uvarintInt(b.ngroups - 1)
 	if lb != nil && b.symIndexed && d.err == nil {
-		// Version 3: the pairs all the group's members have are in its record.
-		common, err := b.groupCommon(si.group)
+		common, err := b.groupCommonPairs(si.group)
 		if err != nil {
 			return si, fmt.Errorf("series %d: %w", id, err)
 		}
-		for k := 0; k+1 < len(common); k += 2 {
-			if err := b.addLabel(lb, common[k], common[k+1]); err != nil {
-				return si, fmt.Errorf("%s: series %d: %w", b.indexPath, id, err)
+		if merge {
+			mergePairs(lb, own[:nl], common)
+		} else {
+			for _, p := range common {
+				lb.Add(p.name, p.value)
 			}
-		}
-		if len(common) > 0 {
-			lb.Sort()
+			if len(common) > 0 {
+				lb.Sort()
+			}
 		}
 	}
 	si.member = d.uvarintInt(len(b.sec[secSeries]))
@@ -409,12 +425,78 @@ func (b *Block) series(id uint32, lb *labels.ScratchBuilder, tables []memberTabl
 	return si, nil
 }
 
+// symPair is a label pair as views of the block's symbols (see addLabel).
+type symPair struct{ name, value string }
+
+// symPair resolves the pair of symbols nr, vr.
+func (b *Block) symPair(nr, vr uint64) (symPair, error) {
+	n, err := b.symbolBytes(nr)
+	if err != nil {
+		return symPair{}, err
+	}
+	v, err := b.symbolBytes(vr)
+	if err != nil {
+		return symPair{}, err
+	}
+	return symPair{scratchString(n), scratchString(v)}, nil
+}
+
+// mergePairs adds the pairs of a and c, each in label order as the block
+// writes them, to lb in label order; pairs out of order (a corrupt record)
+// are sorted after.
+func mergePairs(lb *labels.ScratchBuilder, a, c []symPair) {
+	i, k, prev, ordered := 0, 0, "", true
+	for i < len(a) || k < len(c) {
+		var p symPair
+		if k == len(c) || i < len(a) && a[i].name < c[k].name {
+			p, i = a[i], i+1
+		} else {
+			p, k = c[k], k+1
+		}
+		if p.name < prev {
+			ordered = false
+		}
+		prev = p.name
+		lb.Add(p.name, p.value)
+	}
+	if !ordered {
+		lb.Sort()
+	}
+}
+
+// groupCommonPairs is groupCommon with the symbols resolved, kept once
+// resolved.
+func (b *Block) groupCommonPairs(g int) ([]symPair, error) {
+	if g >= 0 && g < len(b.perGroup) {
+		if c := b.perGroup[g].pairs.Load(); c != nil {
+			return *c, nil
+		}
+	}
+	refs, err := b.groupCommon(g)
+	if err != nil {
+		return nil, err
+	}
+	pairs := make([]symPair, 0, len(refs)/2)
+	for k := 0; k+1 < len(refs); k += 2 {
+		p, err := b.symPair(refs[k], refs[k+1])
+		if err != nil {
+			return nil, fmt.Errorf("%s: group %d: %w", b.indexPath, g, err)
+		}
+		pairs = append(pairs, p)
+	}
+	b.perGroup[g].pairs.Store(&pairs)
+	return pairs, nil
+}
+
 // groupCommon returns the symbol references (name, value, ...) of the label
 // pairs every member of group g has, from the end of its record (version 3);
 // parsed once per group.
 func (b *Block) groupCommon(g int) ([]uint64, error) {
-	if c, ok := b.common.Load(g); ok {
-		return c.([]uint64), nil
+	if g < 0 || g >= len(b.perGroup) {
+		return nil, fmt.Errorf("%s: group %d of %d: %w", b.indexPath, g, len(b.perGroup), ErrCorrupt)
+	}
+	if c := b.perGroup[g].common.Load(); c != nil {
+		return *c, nil
 	}
 	_, _, _, rest, err := b.parseGroup(g)
 	if err != nil {
@@ -429,8 +511,15 @@ func (b *Block) groupCommon(g int) ([]uint64, error) {
 	if d.err != nil {
 		return nil, fmt.Errorf("%s: group %d common labels: %w: %w", b.indexPath, g, d.err, ErrCorrupt)
 	}
-	b.common.Store(g, common)
+	b.perGroup[g].common.Store(&common)
 	return common, nil
+}
+
+// groupParsed is what a block keeps of one group's record once parsed.
+type groupParsed struct {
+	metas  atomic.Pointer[[][]chunkMeta]
+	common atomic.Pointer[[]uint64]
+	pairs  atomic.Pointer[[]symPair] // common, resolved
 }
 
 // allChunks as a member table's last chunk means the table's last one.
@@ -438,8 +527,11 @@ const allChunks = math.MaxInt32
 
 // groupChunks appends the chunks [first, last] of table t of group g to dst.
 func (b *Block) groupChunks(g, t, first, last int, dst []chunkMeta) ([]chunkMeta, error) {
-	if v, ok := b.groupMetas.Load(g); ok {
-		tables := v.([][]chunkMeta)
+	if g < 0 || g >= len(b.perGroup) {
+		return dst, fmt.Errorf("%s: group %d of %d: %w", b.indexPath, g, len(b.perGroup), ErrCorrupt)
+	}
+	if v := b.perGroup[g].metas.Load(); v != nil {
+		tables := *v
 		if t >= len(tables) {
 			return dst, fmt.Errorf("%s: group %d: table %d of %d: %w", b.indexPath, g, t, len(tables), ErrCorrupt)
 		}
@@ -493,7 +585,7 @@ func (b *Block) groupChunks(g, t, first, last int, dst []chunkMeta) ([]chunkMeta
 		return dst, fmt.Errorf("%s: group %d: %w: %w", b.indexPath, g, d.err, ErrCorrupt)
 	}
 	if cache {
-		b.groupMetas.Store(g, tables)
+		b.perGroup[g].metas.Store(&tables)
 	}
 	return dst, nil
 }
