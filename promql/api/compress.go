@@ -6,13 +6,13 @@ import (
 	"runtime"
 	"strings"
 
-	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zlib"
 )
 
 // compressResponses compresses the API's responses as Prometheus's
 // httputil.CompressionHandler does (gzip or deflate, the first of them the
-// client accepts), with writers reused from free lists and at the fastest level:
+// client accepts), with writers reused from free lists and at the fastest level (gzip
+// through gzipStream, which compresses a large body on several cores):
 // upstream allocates a whole compressor per response and compresses at the
 // default level, which cost as much CPU as a large range query's evaluation.
 // The handler below sees no Accept-Encoding, so it writes plain bytes.
@@ -31,10 +31,10 @@ func compressResponses(h http.Handler) http.Handler {
 		w.Header().Set("Content-Encoding", enc)
 		cw := &compressedWriter{ResponseWriter: w}
 		if enc == "gzip" {
-			gz := gzipFree.get()
-			gz.Reset(w)
+			gz := gzipStreamFree.get()
+			gz.reset(w)
 			cw.w = gz
-			defer func() { gz.Reset(io.Discard); gzipFree.put(gz) }()
+			defer func() { gz.reset(io.Discard); gzipStreamFree.put(gz) }()
 		} else {
 			zw := zlibFree.get()
 			zw.Reset(w)
@@ -91,10 +91,6 @@ func (f *freeList[W]) put(w W) {
 }
 
 var (
-	gzipFree = newFreeList(func() *gzip.Writer {
-		w, _ := gzip.NewWriterLevel(nil, gzip.BestSpeed)
-		return w
-	})
 	zlibFree = newFreeList(func() *zlib.Writer {
 		w, _ := zlib.NewWriterLevel(nil, zlib.BestSpeed)
 		return w
