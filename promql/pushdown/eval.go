@@ -102,13 +102,18 @@ func evalNode(ctx context.Context, q storage.Queryable, n *node, g grid) ([]synt
 		}
 	}
 	ss := querier.Select(ctx, false, hints, n.sel.LabelMatchers...)
+	bufs := getSelectBufs()
 	var (
-		series []storage.Series
-		gr     groups
+		series = bufs.series
+		gr     = groups{of: bufs.of}
 		index  = map[uint64]int32{}
 		buf    []byte
 		lb     = labels.NewBuilder(labels.EmptyLabels())
 	)
+	defer func() {
+		bufs.series, bufs.of = series, gr.of // given back grown, whatever the outcome
+		putSelectBufs(bufs)
+	}()
 	keep := n.grouping
 	if n.fn != "" && !n.without {
 		// Range functions drop the metric name before the aggregation sees it.
@@ -293,6 +298,33 @@ func run(ctx context.Context, series []storage.Series, gr groups, n *node, g gri
 // query: they were half of a small range query's allocations, and on a small
 // heap the collections they caused took a sixth of the query's CPU.
 var workerPool = sync.Pool{New: func() any { return new(worker) }}
+
+// selectBufs are an evaluation's slices of selected series and their
+// groups, kept for the next one: a selection of every series (count by(job)
+// of {__name__=~"node_.*"}) would otherwise grow them, 24 bytes a series, on
+// every query.
+type selectBufs struct {
+	series []storage.Series
+	of     []int32
+}
+
+var selectBufsPool = sync.Pool{New: func() any { return new(selectBufs) }}
+
+func getSelectBufs() *selectBufs { return selectBufsPool.Get().(*selectBufs) }
+
+// putSelectBufs empties b (no series stays reachable) and pools it unless
+// it grew beyond maxPooledSeries.
+func putSelectBufs(b *selectBufs) {
+	if cap(b.series) > maxPooledSeries {
+		return
+	}
+	clear(b.series)
+	b.series, b.of = b.series[:0], b.of[:0]
+	selectBufsPool.Put(b)
+}
+
+// maxPooledSeries is the largest selection whose buffers are pooled (6 MB).
+const maxPooledSeries = 1 << 18
 
 // maxPooled is the largest buffer (in elements) a pooled worker keeps.
 const maxPooled = 1 << 16
