@@ -18,13 +18,13 @@ import (
 // AppendFloats implements fastread.FloatAppender.
 func (s *blockSeries) AppendFloats(ts []int64, vs []float64, mint, maxt int64) ([]int64, []float64, error) {
 	if s.one {
-		if t := s.oneT; t >= max(mint, s.mint) && t <= min(maxt, s.maxt) {
+		if t := s.oneT; t >= max(mint, s.sel.mint) && t <= min(maxt, s.sel.maxt) {
 			ts, vs = append(ts, t), append(vs, s.oneV)
 		}
 		return ts, vs, nil
 	}
 	reuse, _ := blockIterators.Get().(*block.Iterator)
-	it := s.b.IteratorWithStarts(s.id, s.runs, max(mint, s.mint), min(maxt, s.maxt), reuse).(*block.Iterator)
+	it := s.sel.b.IteratorWithStarts(s.id, s.startRuns(), max(mint, s.sel.mint), min(maxt, s.sel.maxt), reuse).(*block.Iterator)
 	ts, vs, err := it.AppendFloats(ts, vs)
 	blockIterators.Put(it)
 	return ts, vs, err
@@ -99,7 +99,7 @@ func mergeSeries(ss ...storage.Series) storage.Series {
 // the end of time for the head and anything else.
 func sourceStart(s storage.Series) int64 {
 	if bs, ok := s.(*blockSeries); ok {
-		return bs.b.MinTime()
+		return bs.sel.b.MinTime()
 	}
 	return math.MaxInt64
 }

@@ -76,6 +76,7 @@ func (q *blockQuerier) selectIDs(ctx context.Context, ids []uint32, mint, maxt i
 	out := make([]storage.Series, 0, n)
 	slab := make([]blockSeries, 0, n) // one allocation for all
 	withST := q.b.NumStartSeries() > 0
+	sel := &blockSelect{b: q.b.Block, mint: mint, maxt: maxt}
 	var sc block.SeriesScratch
 	for i, id := range ids {
 		if i%256 == 0 {
@@ -99,11 +100,13 @@ func (q *blockQuerier) selectIDs(ctx context.Context, ids []uint32, mint, maxt i
 		if !in {
 			continue
 		}
-		slab = append(slab, blockSeries{b: q.b.Block, id: id, lset: lset, mint: mint, maxt: maxt})
+		slab = append(slab, blockSeries{sel: sel, id: id, lset: lset})
 		bs := &slab[len(slab)-1]
 		bs.oneT, bs.oneV, bs.one = sc.Newest()
 		if withST {
-			bs.runs = q.b.Starts(lset)
+			if runs := q.b.Starts(lset); runs != nil {
+				bs.runs = &runs
+			}
 		}
 		out = append(out, bs)
 		if limit > 0 && len(out) > limit {
@@ -171,17 +174,31 @@ func (q *blockQuerier) Close() error {
 }
 
 type blockSeries struct {
-	b          *block.Block
-	id         uint32
-	lset       labels.Labels
-	runs       starts.Runs // start timestamps, nil if none
-	mint, maxt int64
+	sel  *blockSelect
+	lset labels.Labels
+	runs *starts.Runs // start timestamps, nil if none
 
 	// one: the series stands for its newest sample in [mint, maxt] alone
 	// (the caller hinted fastread.HintLastSample), oneT and oneV.
-	one  bool
 	oneT int64
 	oneV float64
+	id   uint32
+	one  bool
+}
+
+// blockSelect is what the series of one selection share: 56 bytes a series
+// instead of 96 (a selection of every series builds them all).
+type blockSelect struct {
+	b          *block.Block
+	mint, maxt int64
+}
+
+// startRuns returns the series' start timestamps, nil if none.
+func (s *blockSeries) startRuns() starts.Runs {
+	if s.runs == nil {
+		return nil
+	}
+	return *s.runs
 }
 
 func (s *blockSeries) Labels() labels.Labels { return s.lset }
@@ -190,8 +207,8 @@ func (s *blockSeries) Iterator(reuse chunkenc.Iterator) chunkenc.Iterator {
 	if s.one {
 		return &oneFloat{t: s.oneT, v: s.oneV}
 	}
-	return s.b.IteratorWithStarts(s.id, s.runs, s.mint, s.maxt, reuse)
+	return s.sel.b.IteratorWithStarts(s.id, s.startRuns(), s.sel.mint, s.sel.maxt, reuse)
 }
 
 // HasStartTimestamps implements fastread.StartTimestamper.
-func (s *blockSeries) HasStartTimestamps() bool { return len(s.runs) > 0 }
+func (s *blockSeries) HasStartTimestamps() bool { return len(s.startRuns()) > 0 }
