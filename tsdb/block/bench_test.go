@@ -298,20 +298,7 @@ func BenchmarkOpen(b *testing.B) {
 // without mode="idle") on a block's index alone. LOOKUP_TARGETS sets the
 // targets (default 200; 2000 is about 1M series).
 func BenchmarkPostings(b *testing.B) {
-	targets := 200
-	if v, err := strconv.Atoi(os.Getenv("LOOKUP_TARGETS")); err == nil && v > 0 {
-		targets = v
-	}
-	gs, mint, maxt, _ := nodeGroups(b, targets, 1)
-	dir := b.TempDir()
-	meta, err := Write(dir, mint, maxt, Groups(gs), WriteOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	blk, err := Open(filepath.Join(dir, meta.ULID))
-	if err != nil {
-		b.Fatal(err)
-	}
+	gs, blk, _ := lookupBlock(b, 200, 1)
 	defer blk.Close()
 	b.Logf("%d series", blk.NumSeries())
 	target := []*labels.Matcher{
@@ -346,22 +333,8 @@ func BenchmarkPostings(b *testing.B) {
 // chunk statistics, as an instant query over all series does (20 targets,
 // 10k series; LOOKUP_TARGETS sets the targets).
 func BenchmarkSeriesNewest(b *testing.B) {
-	targets := 20
-	if v, err := strconv.Atoi(os.Getenv("LOOKUP_TARGETS")); err == nil && v > 0 {
-		targets = v
-	}
-	gs, mint, maxt, _ := nodeGroups(b, targets, 480)
-	dir := b.TempDir()
-	meta, err := Write(dir, mint, maxt, Groups(gs), WriteOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	blk, err := Open(filepath.Join(dir, meta.ULID))
-	if err != nil {
-		b.Fatal(err)
-	}
+	_, blk, maxt := lookupBlock(b, 20, 480) // the samples written are garbage after this
 	defer blk.Close()
-	gs = nil
 	runtime.GC()
 	n := blk.NumSeries()
 	var sc SeriesScratch
@@ -374,4 +347,24 @@ func BenchmarkSeriesNewest(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/series")
+}
+
+// lookupBlock writes and opens a block of node_exporter-like targets (the
+// default count, or LOOKUP_TARGETS) over scrapes scrapes, and returns its
+// groups and end time.
+func lookupBlock(b *testing.B, targets, scrapes int) ([]Group, *Block, int64) {
+	if v, err := strconv.Atoi(os.Getenv("LOOKUP_TARGETS")); err == nil && v > 0 {
+		targets = v
+	}
+	gs, mint, maxt, _ := nodeGroups(b, targets, scrapes)
+	dir := b.TempDir()
+	meta, err := Write(dir, mint, maxt, Groups(gs), WriteOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	blk, err := Open(filepath.Join(dir, meta.ULID))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return gs, blk, maxt
 }
