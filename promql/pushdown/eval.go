@@ -301,7 +301,7 @@ var workerPool = sync.Pool{New: func() any { return new(worker) }}
 
 // selectBufs are an evaluation's slices of selected series and their
 // groups, kept for the next one: a selection of every series (count by(job)
-// of {__name__=~"node_.*"}) would otherwise grow them, 24 bytes a series, on
+// of {__name__=~"node_.*"}) would otherwise grow them, 20 bytes a series, on
 // every query.
 type selectBufs struct {
 	series []storage.Series
@@ -323,7 +323,7 @@ func putSelectBufs(b *selectBufs) {
 	selectBufsPool.Put(b)
 }
 
-// maxPooledSeries is the largest selection whose buffers are pooled (6 MB).
+// maxPooledSeries is the largest selection whose buffers are pooled (5 MB).
 const maxPooledSeries = 1 << 18
 
 // maxPooled is the largest buffer (in elements) a pooled worker keeps.

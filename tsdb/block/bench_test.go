@@ -154,15 +154,7 @@ func promBlock(tb testing.TB, gs []Group) string {
 // a querier per op; the blocks are opened once.
 func BenchmarkIterate(b *testing.B) {
 	gs, mint, maxt, n := nodeGroups(b, 4, 480)
-	dir := b.TempDir()
-	meta, err := Write(dir, mint, maxt, Groups(gs), WriteOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	blk, err := Open(filepath.Join(dir, meta.ULID))
-	if err != nil {
-		b.Fatal(err)
-	}
+	blk := writeAndOpen(b, gs, mint, maxt)
 	defer blk.Close()
 	all := labels.MustNewMatcher(labels.MatchRegexp, labels.MetricName, ".+")
 	report := func(b *testing.B, got int) {
@@ -357,6 +349,11 @@ func lookupBlock(b *testing.B, targets, scrapes int) ([]Group, *Block, int64) {
 		targets = v
 	}
 	gs, mint, maxt, _ := nodeGroups(b, targets, scrapes)
+	return gs, writeAndOpen(b, gs, mint, maxt), maxt
+}
+
+// writeAndOpen writes gs as a block over [mint, maxt) and opens it.
+func writeAndOpen(b *testing.B, gs []Group, mint, maxt int64) *Block {
 	dir := b.TempDir()
 	meta, err := Write(dir, mint, maxt, Groups(gs), WriteOptions{})
 	if err != nil {
@@ -366,5 +363,5 @@ func lookupBlock(b *testing.B, targets, scrapes int) ([]Group, *Block, int64) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return gs, blk, maxt
+	return blk
 }
