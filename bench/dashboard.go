@@ -70,18 +70,22 @@ type DashboardOptions struct {
 
 // DashboardResult is the latency and throughput of repeated dashboard refreshes.
 type DashboardResult struct {
-	Refreshes       int          `json:"refreshes"` // timed refreshes run
-	Panels          int          `json:"panels_per_refresh"`
-	Requests        int          `json:"requests"` // timed requests answered
-	Errors          int          `json:"errors"`
-	FirstError      string       `json:"first_error,omitempty"`
-	P50Ms           float64      `json:"request_p50_ms"`
-	P90Ms           float64      `json:"request_p90_ms"`
-	P99Ms           float64      `json:"request_p99_ms"`
-	RefreshP50Ms    float64      `json:"refresh_p50_ms"` // wall time of a whole refresh
-	RefreshP90Ms    float64      `json:"refresh_p90_ms"`
-	Seconds         float64      `json:"seconds"` // wall time of the timed refreshes
-	RefreshesPerSec float64      `json:"refreshes_per_second"`
+	Refreshes       int     `json:"refreshes"` // timed refreshes run
+	Panels          int     `json:"panels_per_refresh"`
+	Requests        int     `json:"requests"` // timed requests answered
+	Errors          int     `json:"errors"`
+	FirstError      string  `json:"first_error,omitempty"`
+	P50Ms           float64 `json:"request_p50_ms"`
+	P90Ms           float64 `json:"request_p90_ms"`
+	P99Ms           float64 `json:"request_p99_ms"`
+	RefreshP50Ms    float64 `json:"refresh_p50_ms"` // wall time of a whole refresh
+	RefreshP90Ms    float64 `json:"refresh_p90_ms"`
+	Seconds         float64 `json:"seconds"` // wall time of the timed refreshes
+	RefreshesPerSec float64 `json:"refreshes_per_second"`
+	// CPUMsPerRefresh is the server's CPU time (user and system) over the
+	// timed refreshes per refresh: steadier than refreshes/s on a shared
+	// machine, whose neighbours take wall time but not the server's CPU.
+	CPUMsPerRefresh float64      `json:"server_cpu_ms_per_refresh,omitempty"`
 	QueriesPerSec   float64      `json:"queries_per_second"`
 	PanelStats      []PanelStats `json:"panels"`
 	answers         [][][]byte   // refresh → panel → body (nil on error)
@@ -123,6 +127,7 @@ func RunDashboard(ctx context.Context, p *Peer, w *Workload, o DashboardOptions)
 	r := &DashboardResult{}
 	var all, walls []float64
 	var perPanel [][]float64
+	cpu0, cpuErr := p.Proc()
 	start := time.Now()
 	for k := 0; k < o.Refreshes && ctx.Err() == nil; k++ {
 		if k > 0 && o.Timeout > 0 && time.Since(start) >= o.Timeout {
@@ -155,6 +160,9 @@ func RunDashboard(ctx context.Context, p *Peer, w *Workload, o DashboardOptions)
 		r.Refreshes++
 	}
 	r.Seconds = time.Since(start).Seconds()
+	if cpu1, err := p.Proc(); err == nil && cpuErr == nil && r.Refreshes > 0 {
+		r.CPUMsPerRefresh = (cpu1.CPUSeconds - cpu0.CPUSeconds) * 1000 / float64(r.Refreshes)
+	}
 	r.RefreshesPerSec = float64(r.Refreshes) / r.Seconds
 	r.QueriesPerSec = float64(r.Requests) / r.Seconds
 	r.P50Ms, r.P90Ms, r.P99Ms = quantiles(all, 0.5, 0.9, 0.99)

@@ -362,6 +362,7 @@ func (r *Report) dashboardMarkdown(w io.Writer, heads []string) {
 	})
 	row("refreshes/s", func(d *DashboardResult) string { return fmt.Sprintf("%.1f", d.RefreshesPerSec) })
 	row("queries/s", func(d *DashboardResult) string { return fmt.Sprintf("%.0f", d.QueriesPerSec) })
+	row("server CPU per refresh (ms)", func(d *DashboardResult) string { return fmt.Sprintf("%.2f", d.CPUMsPerRefresh) })
 	row("failed requests", func(d *DashboardResult) string { return fmt.Sprintf("%d", d.Errors) })
 
 	fmt.Fprintf(w, "\nDashboard panels, median / p90 across refreshes (ms):\n\n")

@@ -308,6 +308,9 @@ func NewHandler(opts Options, eng promql.QueryEngine) (http.Handler, error) {
 		opts.Engine.QueryTimeout,
 	)
 
+	api.ClearCodecs()
+	api.InstallCodec(jsonCodec{})
+
 	instrument := func(name string, h http.HandlerFunc) http.HandlerFunc {
 		return promhttp.InstrumentHandlerDuration(
 			duration.MustCurryWith(prometheus.Labels{"handler": apiPrefix + name}), h)
