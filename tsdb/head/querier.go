@@ -253,11 +253,15 @@ func (q *querier) LabelValues(ctx context.Context, name string, hints *storage.L
 	case len(ms) == 0:
 		vals = q.h.index.labelValues(name)
 	default:
+		// Series of one group sit next to each other in postings and mostly
+		// share the value asked for: the last one found skips the map.
 		set := map[string]struct{}{}
+		last := ""
 		for _, ref := range q.h.index.postingsFor(ms...) {
 			if s := q.h.seriesByRef(ref); s != nil {
-				if v := s.lset.Get(name); v != "" {
+				if v := s.lset.Get(name); v != "" && v != last {
 					set[v] = struct{}{}
+					last = v
 				}
 			}
 		}
@@ -279,19 +283,31 @@ func (q *querier) LabelNames(ctx context.Context, hints *storage.LabelHints, ms 
 	case len(ms) == 0:
 		names = q.h.index.labelNames()
 	default:
-		set := map[string]struct{}{}
+		names = []string{}
 		for _, ref := range q.h.index.postingsFor(ms...) {
 			if s := q.h.seriesByRef(ref); s != nil {
-				s.lset.Range(func(l labels.Label) { set[l.Name] = struct{}{} })
+				names = mergeNames(names, s.lset)
 			}
 		}
-		names = make([]string, 0, len(set))
-		for n := range set {
-			names = append(names, n)
-		}
-		sort.Strings(names)
 	}
 	return results.ApplyLimit(names, hints)
+}
+
+// mergeNames adds lset's label names to the sorted set names and returns it.
+// Both are sorted, so one walk of each does it without hashing: the series a
+// matcher selects mostly share one set of names, found already in place.
+func mergeNames(names []string, lset labels.Labels) []string {
+	i := 0
+	lset.Range(func(l labels.Label) {
+		for i < len(names) && names[i] < l.Name {
+			i++
+		}
+		if i == len(names) || names[i] != l.Name {
+			names = slices.Insert(names, i, l.Name)
+		}
+		i++
+	})
+	return names
 }
 
 // Close implements storage.Querier.
