@@ -54,19 +54,14 @@ func (b *Block) LabelNames(ms ...*labels.Matcher) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	set := map[string]struct{}{}
+	out := []string{}
 	for _, id := range ids {
 		l, err := b.Labels(id)
 		if err != nil {
 			return nil, err
 		}
-		l.Range(func(l labels.Label) { set[l.Name] = struct{}{} })
+		out = sorted.AddNames(out, l)
 	}
-	out := make([]string, 0, len(set))
-	for n := range set {
-		out = append(out, n)
-	}
-	slices.Sort(out)
 	return out, nil
 }
 

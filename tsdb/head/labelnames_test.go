@@ -11,36 +11,6 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 )
 
-// TestMergeNames: merging random label sets one after another gives the
-// sorted set of all their names.
-func TestMergeNames(t *testing.T) {
-	rng := rand.New(rand.NewSource(1))
-	pool := []string{"__name__", "a", "b", "cpu", "device", "instance", "job", "le", "mode", "z", "zz"}
-	for round := range 2000 {
-		var names []string
-		want := map[string]bool{}
-		for range rng.Intn(6) {
-			b := labels.NewScratchBuilder(0)
-			for _, n := range pool {
-				if rng.Intn(3) == 0 {
-					b.Add(n, "v")
-					want[n] = true
-				}
-			}
-			b.Sort()
-			names = mergeNames(names, b.Labels())
-		}
-		var ref []string
-		for n := range want {
-			ref = append(ref, n)
-		}
-		slices.Sort(ref)
-		if !slices.Equal(names, ref) {
-			t.Fatalf("round %d: %v, want %v", round, names, ref)
-		}
-	}
-}
-
 // TestHeadLabelsWithMatchers: label names and values under matchers equal
 // those computed from every series the matchers select, for series of one
 // group with different label sets and values that repeat and alternate.

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/prometheus/util/annotations"
 	"github.com/tandem-tsdb/tandem/tsdb/fastread"
 	"github.com/tandem-tsdb/tandem/tsdb/internal/results"
+	"github.com/tandem-tsdb/tandem/tsdb/internal/sorted"
 	"github.com/tandem-tsdb/tandem/tsdb/starts"
 )
 
@@ -286,28 +287,11 @@ func (q *querier) LabelNames(ctx context.Context, hints *storage.LabelHints, ms 
 		names = []string{}
 		for _, ref := range q.h.index.postingsFor(ms...) {
 			if s := q.h.seriesByRef(ref); s != nil {
-				names = mergeNames(names, s.lset)
+				names = sorted.AddNames(names, s.lset)
 			}
 		}
 	}
 	return results.ApplyLimit(names, hints)
-}
-
-// mergeNames adds lset's label names to the sorted set names and returns it.
-// Both are sorted, so one walk of each does it without hashing: the series a
-// matcher selects mostly share one set of names, found already in place.
-func mergeNames(names []string, lset labels.Labels) []string {
-	i := 0
-	lset.Range(func(l labels.Label) {
-		for i < len(names) && names[i] < l.Name {
-			i++
-		}
-		if i == len(names) || names[i] != l.Name {
-			names = slices.Insert(names, i, l.Name)
-		}
-		i++
-	})
-	return names
 }
 
 // Close implements storage.Querier.

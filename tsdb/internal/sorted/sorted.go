@@ -1,8 +1,31 @@
 // Package sorted holds set operations on ascending lists of series ids, as
-// the head's index and the blocks' postings store them.
+// the head's index and the blocks' postings store them, and on sorted sets of
+// label names.
 package sorted
 
-import "cmp"
+import (
+	"cmp"
+	"slices"
+
+	"github.com/prometheus/prometheus/model/labels"
+)
+
+// AddNames adds lset's label names to the sorted set names and returns it.
+// Both are sorted, so one walk of each does it without hashing: the series a
+// matcher selects mostly share one set of names, found already in place.
+func AddNames(names []string, lset labels.Labels) []string {
+	i := 0
+	lset.Range(func(l labels.Label) {
+		for i < len(names) && names[i] < l.Name {
+			i++
+		}
+		if i == len(names) || names[i] != l.Name {
+			names = slices.Insert(names, i, l.Name)
+		}
+		i++
+	})
+	return names
+}
 
 // Intersect appends the values in both a and b to dst and returns it. dst
 // may be a[:0]: every value is written at or before the one being read.

@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/prometheus/prometheus/model/labels"
 )
 
 func TestIntersect(t *testing.T) {
@@ -122,4 +124,34 @@ func sortedSet(set map[uint32]bool) []uint32 {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// TestAddNames: merging random label sets one after another gives the
+// sorted set of all their names.
+func TestAddNames(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	pool := []string{"__name__", "a", "b", "cpu", "device", "instance", "job", "le", "mode", "z", "zz"}
+	for round := range 2000 {
+		var names []string
+		want := map[string]bool{}
+		for range rng.IntN(6) {
+			b := labels.NewScratchBuilder(0)
+			for _, n := range pool {
+				if rng.IntN(3) == 0 {
+					b.Add(n, "v")
+					want[n] = true
+				}
+			}
+			b.Sort()
+			names = AddNames(names, b.Labels())
+		}
+		var ref []string
+		for n := range want {
+			ref = append(ref, n)
+		}
+		slices.Sort(ref)
+		if !slices.Equal(names, ref) {
+			t.Fatalf("round %d: %v, want %v", round, names, ref)
+		}
+	}
 }
