@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -69,7 +70,7 @@ func NewEngine(opts promql.EngineOpts, o Options) *Engine {
 	// Per-series range functions get their output labels here, which is
 	// right only when the engine drops metric names right away.
 	perSeries := !opts.EnableDelayedNameRemoval
-	rw := &rewriter{Parser: base, want: map[string]int{}, perSeries: perSeries}
+	rw := &rewriter{Parser: base, want: map[string]*pending{}, perSeries: perSeries}
 	e := &Engine{parser: rw, lookback: opts.LookbackDelta, max: opts.MaxSamples, workers: max(o.Workers, 1), useST: opts.UseStartTimestamps, perSeries: perSeries,
 		logger: opts.Logger}
 	if e.logger == nil {
@@ -140,12 +141,14 @@ func (e *Engine) newQuery(ctx context.Context, q storage.Queryable, opts promql.
 	if err != nil {
 		return create(q) // the engine reports the error
 	}
-	_, nodes := plan(expr, e.perSeries)
+	out, nodes := plan(expr, e.perSeries)
 	g.lookback = e.lookback.Milliseconds()
 	if opts != nil && opts.LookbackDelta() > 0 {
 		g.lookback = opts.LookbackDelta().Milliseconds()
 	}
 	if nodes == nil {
+		// Nothing to push down for this text: the engine gets this parse.
+		defer e.parser.offer(qs, expr, false)()
 		if g.step == 0 && !disabled(ctx, opts) {
 			return create(&newestQueryable{Queryable: q, lookback: g.lookback})
 		}
@@ -159,41 +162,81 @@ func (e *Engine) newQuery(ctx context.Context, q storage.Queryable, opts promql.
 	// not rewritten: a concurrent query with the same text may have the
 	// parser rewrite it.
 	if !disabled(ctx, opts) {
-		e.parser.mark(qs, 1)
-		defer e.parser.mark(qs, -1)
+		defer e.parser.offer(qs, out, true)()
 	}
 	return create(pq)
 }
 
 // rewriter is the engine's parser: it rewrites the queries marked by
-// Engine.newQuery while the engine parses them, and only those.
+// Engine.newQuery while the engine parses them, and only those. The engine
+// parses a query's text once more after newQuery has: newQuery offers the
+// tree it parsed and planned, which the engine takes instead of parsing it
+// again. Every tree is fresh and the engine's only (it preprocesses trees in
+// place); a tree of one query taken by a concurrent one with the same text is
+// the same plan, its synthetic selectors naming nodes by position.
 type rewriter struct {
 	parser.Parser
 	perSeries bool // see plan
 	mu        sync.Mutex
-	want      map[string]int
+	want      map[string]*pending
 }
 
-func (r *rewriter) mark(qs string, d int) {
+// pending is what the queries being created with one text ask of the parser.
+type pending struct {
+	n     int        // queries asking for the text to be rewritten
+	trees []*offered // parsed for them and not taken yet
+}
+
+type offered struct{ expr parser.Expr }
+
+// offer hands expr, the parse (and plan, if rewrite) of qs, to the engine's
+// next parse of qs, and marks qs for rewriting if rewrite. The returned func
+// takes both back, once the engine has created the query.
+func (r *rewriter) offer(qs string, expr parser.Expr, rewrite bool) func() {
+	t := &offered{expr: expr}
 	r.mu.Lock()
-	r.want[qs] += d
-	if r.want[qs] <= 0 {
-		delete(r.want, qs)
+	p := r.want[qs]
+	if p == nil {
+		p = &pending{}
+		r.want[qs] = p
 	}
+	if rewrite {
+		p.n++
+	}
+	p.trees = append(p.trees, t)
 	r.mu.Unlock()
+	return func() {
+		r.mu.Lock()
+		if rewrite {
+			p.n--
+		}
+		if i := slices.Index(p.trees, t); i >= 0 {
+			p.trees = slices.Delete(p.trees, i, i+1)
+		}
+		if p.n == 0 && len(p.trees) == 0 {
+			delete(r.want, qs)
+		}
+		r.mu.Unlock()
+	}
 }
 
 // ParseExpr implements parser.Parser.
 func (r *rewriter) ParseExpr(qs string) (parser.Expr, error) {
-	expr, err := r.Parser.ParseExpr(qs)
-	if err != nil {
-		return expr, err
-	}
 	r.mu.Lock()
-	want := r.want[qs] > 0
+	want := false
+	if p := r.want[qs]; p != nil {
+		if n := len(p.trees); n > 0 {
+			t := p.trees[n-1]
+			p.trees = p.trees[:n-1]
+			r.mu.Unlock()
+			return t.expr, nil
+		}
+		want = p.n > 0
+	}
 	r.mu.Unlock()
-	if !want {
-		return expr, nil
+	expr, err := r.Parser.ParseExpr(qs)
+	if err != nil || !want {
+		return expr, err
 	}
 	out, _ := plan(expr, r.perSeries)
 	return out, nil
