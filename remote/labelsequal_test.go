@@ -27,6 +27,9 @@ func TestMatchLbuf(t *testing.T) {
 		labels.FromStrings("__name__", "up", "a", long(255)),
 		labels.FromStrings("__name__", "up", "a", long(300)),
 		labels.FromStrings("__name__", "up", long(130), "é"),
+		labels.FromStrings("__name__", "up", "ab", "c"),
+		labels.FromStrings("__name__", "up", "a", "bc"),
+		labels.FromStrings("__name__", "up", "a", "b", "c", ""),
 	}
 	encode := func(ls labels.Labels, reversed bool) []byte {
 		ts := prompb.TimeSeries{Samples: []prompb.Sample{{Timestamp: 1, Value: 1}}}
