@@ -47,6 +47,19 @@ func startCPUProfile(b *testing.B, file string) func() {
 	}
 }
 
+// writeHeapProfile writes the heap profile, its allocations since the
+// process started included, to file.
+func writeHeapProfile(b *testing.B, file string) {
+	f, err := os.Create(file)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		b.Fatal(err)
+	}
+}
+
 // shapeQueries are query shapes a node_exporter dashboard and its rules
 // issue at small scale, beyond the side-by-side benchmark's set: raw reads
 // of one series, per-series functions the push-down leaves to the engine,
@@ -76,7 +89,9 @@ var shapeQueries = []struct {
 // (its engine), the same 20 targets × 3 h of the workload generator; with
 // SHAPES_ALL_IN_BLOCKS set, tandem's head is flushed whole (every sample in
 // blocks), with SHAPES_ALL_IN_HEAD set nothing is flushed (every sample in
-// the head); SHAPES_CPUPROFILE=file profiles the queries alone, and
+// the head); SHAPES_CPUPROFILE=file profiles the queries alone,
+// SHAPES_MEMPROFILE=file writes file.before and file.after (compare them
+// with pprof -base to see the queries' allocations alone), and
 // SHAPES_TARGETS and SHAPES_SCRAPES change the data's size,
 // SHAPES_HEAD_CHUNK_ROWS the head's rows per chunk.
 func BenchmarkQueryShapes(b *testing.B) {
@@ -139,6 +154,10 @@ func BenchmarkQueryShapes(b *testing.B) {
 	if f := os.Getenv("SHAPES_CPUPROFILE"); f != "" {
 		stop := startCPUProfile(b, f)
 		defer stop()
+	}
+	if f := os.Getenv("SHAPES_MEMPROFILE"); f != "" {
+		writeHeapProfile(b, f+".before")
+		defer writeHeapProfile(b, f+".after")
 	}
 	for _, sq := range shapeQueries {
 		q := strings.ReplaceAll(sq.q, "$I", instance)
