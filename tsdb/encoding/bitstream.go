@@ -128,6 +128,83 @@ func (r *bitReader) fill() {
 	}
 }
 
+// riceRun decodes Rice-coded fields with parameter k (k < 64) into out, as
+// zig-zagged distances, while each lies whole in the reader's word, and
+// returns how many it decoded; it stops before an escape, a field longer than
+// the word holds, or one past the data's last whole eight bytes.
+//
+// The loop keeps the bits left-aligned in a local word (its w high bits are
+// the next bits of the stream) refilled with one eight-byte load: the bits
+// below the w valid ones are zero or the stream's next bits, which a refill
+// ORs in again unchanged. Every shift is below 64, so none needs a check.
+func (r *bitReader) riceRun(out []uint64, k uint) int {
+	b, pos, w := r.b, r.pos, r.n
+	buf := r.buf << ((64 - w) & 63)
+	if w == 0 {
+		buf = 0
+	}
+	k &= 63
+	i := 0
+	for ; i < len(out); i++ {
+		if w <= 56 && pos+8 <= len(b) {
+			buf |= binary.BigEndian.Uint64(b[pos:]) >> (w & 63)
+			nb := (64 - w) >> 3
+			pos += int(nb)
+			w += nb << 3
+		}
+		ones := uint(bits.LeadingZeros64(^buf))
+		if ones >= riceEscape || ones+1+k > w {
+			break
+		}
+		t := buf << ((ones + 1) & 63)
+		out[i] = uint64(ones)<<k | t>>1>>((63-k)&63)
+		buf = t << k
+		w -= ones + 1 + k
+	}
+	r.buf, r.pos, r.n = buf>>((64-w)&63), pos, w
+	if w == 0 {
+		r.buf = 0
+	}
+	return i
+}
+
+// fixedRun reads fields of k bits into out as riceRun does, and returns how
+// many it read; fields over 56 bits are left to readBits.
+func (r *bitReader) fixedRun(out []uint64, k uint) int {
+	if k == 0 {
+		clear(out)
+		return len(out)
+	}
+	if k > 56 {
+		return 0
+	}
+	b, pos, w := r.b, r.pos, r.n
+	buf := r.buf << ((64 - w) & 63)
+	if w == 0 {
+		buf = 0
+	}
+	i := 0
+	for ; i < len(out); i++ {
+		if w <= 56 && pos+8 <= len(b) {
+			buf |= binary.BigEndian.Uint64(b[pos:]) >> (w & 63)
+			nb := (64 - w) >> 3
+			pos += int(nb)
+			w += nb << 3
+		}
+		if k > w {
+			break
+		}
+		out[i] = buf >> ((64 - k) & 63)
+		buf <<= k & 63
+		w -= k
+	}
+	r.buf, r.pos, r.n = buf>>((64-w)&63), pos, w
+	if w == 0 {
+		r.buf = 0
+	}
+	return i
+}
+
 // readBit returns the next bit; ok is false at the end of the data.
 func (r *bitReader) readBit() (bit uint64, ok bool) {
 	if r.n == 0 {

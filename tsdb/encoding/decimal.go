@@ -412,19 +412,22 @@ func (d *DecimalDecoder) residual() (int64, bool) {
 // readRice reads a Rice-coded field with parameter k bit by bit (escapes,
 // fields across a buffer fill) into center + distance × step.
 func readRice(r *bitReader, k uint, center, step uint64) (int64, bool) {
+	zz, ok := readRiceField(r, k)
+	return unRice(zz, center, step), ok
+}
+
+// readRiceField reads a Rice-coded field with parameter k bit by bit: the
+// zig-zagged distance.
+func readRiceField(r *bitReader, k uint) (uint64, bool) {
 	q, ok := r.readUnary(riceEscape)
 	if !ok {
 		return 0, false
 	}
-	var zz uint64
 	if q == riceEscape {
-		zz, ok = r.readBits(64)
-	} else {
-		var lo uint64
-		lo, ok = r.readBits(k)
-		zz = uint64(q)<<k | lo
+		return r.readBits(64)
 	}
-	return unRice(zz, center, step), ok
+	lo, ok := r.readBits(k)
+	return uint64(q)<<k | lo, ok
 }
 
 // riceFast decodes the Rice-coded field at the top of the n valid bits of
@@ -485,47 +488,121 @@ func (d *DecimalDecoder) AppendNext(dst []float64, skip, k int) []float64 {
 	if skip+k <= 0 || d.err != nil {
 		return dst
 	}
+	// Fields are decoded a batch at a time into a scratch array, then turned
+	// into residuals and values in separate loops: each loop keeps its state
+	// in registers.
 	dst = slices.Grow(dst, k)
-	r, m, dd, base, step, width, p := d.r, d.m, d.d, uint64(d.base), d.step, d.width, d.p
-	integers := p == 1 // float64(m)/1 is float64(m): no division
-	done := 0
-	for ; done < skip+k; done++ {
+	var fields [fieldBatch]uint64
+	for skip+k > 0 {
+		c := min(skip+k, fieldBatch)
+		got := d.fields(fields[:c])
+		vals := fields[:got]
+		d.residuals(vals)
+		drop := min(skip, got)
+		dst = d.accumulate(dst, vals, drop)
+		skip, k = skip-drop, k-(got-drop)
+		d.i += got
+		if got < c {
+			break // d.err is set
+		}
+	}
+	return dst
+}
+
+// fieldBatch is how many fields AppendNext decodes before it turns them into values.
+const fieldBatch = 128
+
+// fields reads the next len(out) residual fields into out (Rice-coded ones
+// as zig-zagged distances) and returns how many it read: fewer only on an
+// error, which it records.
+func (d *DecimalDecoder) fields(out []uint64) int {
+	i := 0
+	for {
+		if d.rice {
+			i += d.r.riceRun(out[i:], d.width)
+		} else {
+			i += d.r.fixedRun(out[i:], d.width)
+		}
+		if i == len(out) {
+			return i
+		}
+		// A field the reader's word does not hold whole: an escape, a
+		// wide field, the last bytes of the data.
 		var f uint64
 		var ok bool
-		if !d.rice {
-			f, ok = r.readBits(width)
-			f = base + f*step
-		} else if zz, used, fast := riceFast(r.buf, r.n, width); fast {
-			r.n -= used // the common case, inline
-			f, ok = uint64(unRice(zz, base, step)), true
+		if d.rice {
+			f, ok = readRiceField(&d.r, d.width)
 		} else {
-			var rv int64
-			rv, ok = riceNext(&r, width, base, step)
-			f = uint64(rv)
+			f, ok = d.r.readBits(d.width)
 		}
 		if !ok {
-			d.err = fmt.Errorf("decode value %d of %d: %w", d.i+done, d.n, ErrTruncated)
-			break
+			d.err = fmt.Errorf("decode value %d of %d: %w", d.i+i, d.n, ErrTruncated)
+			return i
 		}
-		switch d.order {
-		case 0:
-			m = int64(f)
-		case 1:
-			m += int64(f)
-		default:
-			dd += int64(f)
-			m += dd
+		out[i] = f
+		i++
+	}
+}
+
+// residuals turns the fields in vals into residuals, in place.
+func (d *DecimalDecoder) residuals(vals []uint64) {
+	base, step := uint64(d.base), d.step
+	if d.rice {
+		for i, zz := range vals {
+			vals[i] = uint64(unRice(zz, base, step))
 		}
-		if done >= skip {
-			v := float64(m)
+		return
+	}
+	for i, f := range vals {
+		vals[i] = base + f*step
+	}
+}
+
+// accumulate applies the residuals in vals to the decoder's mantissa (and
+// delta) and appends the values after the first drop to dst.
+func (d *DecimalDecoder) accumulate(dst []float64, vals []uint64, drop int) []float64 {
+	m, dd, p := d.m, d.d, d.p
+	integers := p == 1 // float64(m)/1 is float64(m): no division
+	switch d.order {
+	case 0:
+		if len(vals) > 0 {
+			m = int64(vals[len(vals)-1])
+		}
+		for _, f := range vals[drop:] {
+			v := float64(int64(f))
 			if !integers {
 				v /= p // the decoder's one exact conversion
 			}
 			dst = append(dst, v)
 		}
+	case 1:
+		for _, f := range vals[:drop] {
+			m += int64(f)
+		}
+		for _, f := range vals[drop:] {
+			m += int64(f)
+			v := float64(m)
+			if !integers {
+				v /= p
+			}
+			dst = append(dst, v)
+		}
+	default:
+		for _, f := range vals[:drop] {
+			dd += int64(f)
+			m += dd
+		}
+		for _, f := range vals[drop:] {
+			dd += int64(f)
+			m += dd
+			v := float64(m)
+			if !integers {
+				v /= p
+			}
+			dst = append(dst, v)
+		}
 	}
-	d.r, d.m, d.d = r, m, dd
-	d.i += done
+	d.m, d.d = m, dd
 	return dst
 }
 

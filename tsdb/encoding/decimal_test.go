@@ -150,10 +150,35 @@ func FuzzDecimal(f *testing.F) {
 	f.Add(AppendDecimal(nil, []int64{4096, 8192, 4096 * 7, 0}, 0), 4) // stepped
 	f.Add(AppendDecimalRice(nil, []int64{9, 10, 11, 10, 9, 10, 11, 12, 10, 300, 10, 9}, 0), 12)
 	f.Fuzz(func(t *testing.T, b []byte, n int) {
+		n %= 1000
 		var d DecimalDecoder
-		d.Reset(b, n%1000)
+		d.Reset(b, n)
+		var want []float64
 		for d.Next() {
-			_ = d.At()
+			want = append(want, d.At())
+		}
+		// AppendNext, in uneven slices with skips, yields the same values
+		// up to the same error.
+		var a DecimalDecoder
+		a.Reset(b, n)
+		var got []float64
+		for i, take := 0, 1; a.Err() == nil && i < n; take = take%150 + 7 {
+			skip := 0
+			if take%3 == 0 {
+				skip = take / 3
+			}
+			before := len(got)
+			got = a.AppendNext(got, skip, take)
+			for j := before; j < len(got); j++ {
+				k := i + skip + j - before
+				if k >= len(want) || math.Float64bits(got[j]) != math.Float64bits(want[k]) {
+					t.Fatalf("AppendNext value %d: %v, Next gave %v", k, got[j], want)
+				}
+			}
+			i += skip + take
+		}
+		if (a.Err() == nil) != (d.Err() == nil) {
+			t.Fatalf("AppendNext error %v, Next error %v", a.Err(), d.Err())
 		}
 	})
 }
@@ -207,6 +232,7 @@ func BenchmarkDecimalDecode(b *testing.B) {
 		n    int
 	}{
 		{"fixed", AppendDecimal(nil, counter, 2), len(counter)},
+		{"rice-integers", AppendDecimalRice(nil, counter, 0), len(counter)}, // no division
 		{"rice", AppendDecimalRice(nil, counter, 2), len(counter)},
 	} {
 		var d DecimalDecoder
