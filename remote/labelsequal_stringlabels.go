@@ -63,13 +63,12 @@ func matchRawV1(data string, raw []byte) (eq, ok bool) {
 		if v >= 0x80 || 6+n+v != 2+m {
 			return false, false
 		}
-		var found bool
-		if i, found = packedHas(data, i, str(raw[4:4+n])); !found {
+		// Below 128 bytes a name's and a value's packed forms are their raw
+		// fields without the tags: the length byte, then the bytes.
+		if i+2+n+v > len(data) || data[i:i+1+n] != str(raw[3:4+n]) || data[i+1+n:i+2+n+v] != str(raw[5+n:2+m]) {
 			return false, true
 		}
-		if i, found = packedHas(data, i, str(raw[6+n:2+m])); !found {
-			return false, true
-		}
+		i += 2 + n + v
 		raw = raw[2+m:]
 	}
 	return i == len(data), true

@@ -86,3 +86,21 @@ func TestPackedLabels(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkMatchRawV1 checks a node_exporter series' 1.0 label fields
+// against its stored labels, as every sample of a known series does.
+func BenchmarkMatchRawV1(b *testing.B) {
+	ls := labels.FromStrings("__name__", "node_cpu_seconds_total", "cpu", "3", "instance", "host-17:9100", "job", "node", "mode", "softirq")
+	ts := prompb.TimeSeries{}
+	ls.Range(func(l labels.Label) { ts.Labels = append(ts.Labels, prompb.Label{Name: l.Name, Value: l.Value}) })
+	enc, err := ts.Marshal()
+	if err != nil {
+		b.Fatal(err)
+	}
+	data := packedLabels(ls)
+	for b.Loop() {
+		if eq, ok := matchRawV1(data, enc); !eq || !ok {
+			b.Fatal("no match")
+		}
+	}
+}
