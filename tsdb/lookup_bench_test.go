@@ -21,7 +21,8 @@ import (
 // of many series (issue 20's point lookup at 1M active series), and the same
 // in a block holding them, on tandem's DB and on Prometheus's TSDB in the
 // same run. Each case selects node_cpu_seconds_total{instance="<target>"}
-// (target) and that with mode!="idle" (target-mode). LOOKUP_TARGETS sets the
+// (target), that with mode!="idle" (target-mode), and {instance="<target>"}
+// (target-all). LOOKUP_TARGETS sets the
 // targets (default 200; 2000 is about 1M series, ~1 min to load each DB).
 func BenchmarkSeriesLookup(b *testing.B) {
 	targets := 200
@@ -49,6 +50,7 @@ func BenchmarkSeriesLookup(b *testing.B) {
 	}{
 		{"target", target},
 		{"target-mode", append(target[:2:2], labels.MustNewMatcher(labels.MatchNotEqual, "mode", "idle"))},
+		{"target-all", target[1:2]}, // every series of the target, as the side-by-side harness asks
 	}
 	hints := &storage.SelectHints{Start: math.MinInt64, End: math.MaxInt64, Func: "series"}
 	lookup := func(b *testing.B, q storage.Queryable) {
