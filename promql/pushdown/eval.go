@@ -591,16 +591,31 @@ func (w *worker) rateSteps(acc []acc, counter, isRate bool) bool {
 		rng, step  = w.n.rng, w.g.step
 		rngSeconds = float64(rng) / 1000
 		right      = w.g.start - w.n.offset
+		m          rateMemo
+		dlo, dhi   int // how far lo and hi moved at the last step
 	)
 	for k := 0; k < w.steps; k, right = k+1, right+step {
 		rangeStart := right - rng
-		for lo < len(ts) && ts[lo] <= rangeStart {
-			lo++
+		// Regular samples move the window's ends by the same count at
+		// every step: that guess is checked before the ends are scanned for.
+		prev := lo
+		if p := lo + dlo; dlo > 0 && p < len(ts) && ts[p] > rangeStart && ts[p-1] <= rangeStart {
+			lo = p
+		} else {
+			for lo < len(ts) && ts[lo] <= rangeStart {
+				lo++
+			}
 		}
-		hi = max(hi, lo)
-		for hi < len(ts) && ts[hi] <= right {
-			hi++
+		dlo, prev = lo-prev, max(hi, lo)
+		hi = prev
+		if p := hi + dhi; dhi > 0 && p < len(ts) && ts[p] > right && ts[p-1] <= right {
+			hi = p
+		} else {
+			for hi < len(ts) && ts[hi] <= right {
+				hi++
+			}
 		}
+		dhi = hi - prev
 		if hi-lo < 2 {
 			continue
 		}
@@ -615,32 +630,24 @@ func (w *worker) rateSteps(acc []acc, counter, isRate bool) bool {
 				result += vs[resets[r]-1]
 			}
 		}
-		durationToStart := float64(firstT-rangeStart) / 1000
-		durationToEnd := float64(right-lastT) / 1000
-		sampledInterval := float64(lastT-firstT) / 1000
-		averageDurationBetweenSamples := sampledInterval / float64(last-lo)
-		extrapolationThreshold := averageDurationBetweenSamples * 1.1
-		if durationToStart >= extrapolationThreshold {
-			durationToStart = averageDurationBetweenSamples / 2
+		// The window's durations and factor depend on its sample times
+		// alone, which repeat from window to window when the samples are
+		// regular: they are computed again only when those change.
+		if !m.ok || m.toStart != firstT-rangeStart || m.toEnd != right-lastT || m.sampled != lastT-firstT || m.n != last-lo {
+			m.set(firstT-rangeStart, right-lastT, lastT-firstT, last-lo, isRate, rngSeconds)
 		}
-		if counter {
-			durationToZero := durationToStart
-			if result > 0 && firstV >= 0 {
-				durationToZero = sampledInterval * (firstV / result)
+		factor := m.factor
+		// A counter's extrapolation stops where it would reach zero. When
+		// firstV is at least twice what durationToStart needs (bound is off
+		// by a few ulps at most while it is a normal number), durationToZero
+		// exceeds durationToStart and changes nothing: its division is
+		// skipped. NaNs and subnormal bounds take the exact path.
+		if counter && result > 0 && firstV >= 0 {
+			if bound := m.zeroBound * result; !(bound >= minNormal && firstV >= bound) {
+				if durationToZero := m.sampledInterval * (firstV / result); durationToZero < m.durationToStart {
+					factor = extrapolationFactor(m.sampledInterval, durationToZero, m.durationToEnd, isRate, rngSeconds)
+				}
 			}
-			if durationToZero < durationToStart {
-				durationToStart = durationToZero
-			}
-		}
-		if durationToEnd >= extrapolationThreshold {
-			durationToEnd = averageDurationBetweenSamples / 2
-		}
-		factor := 1.0
-		if sampledInterval != 0 {
-			factor = (sampledInterval + durationToStart + durationToEnd) / sampledInterval
-		}
-		if isRate {
-			factor /= rngSeconds
 		}
 		if a := &acc[k]; op == parser.SUM && a.seen {
 			addSum(a, result*factor)
@@ -652,6 +659,56 @@ func (w *worker) rateSteps(acc []acc, counter, isRate bool) bool {
 		w.window = max(w.window, hi-lo)
 	}
 	return produced
+}
+
+// rateMemo is what a rate window's extrapolation computes from its sample
+// times alone (Prometheus's extrapolatedRate, operation for operation): the
+// differences in milliseconds it was computed from, then the durations in
+// seconds and the factor without the counter's zero clamp.
+type rateMemo struct {
+	ok                             bool
+	toStart, toEnd, sampled        int64 // firstT-rangeStart, right-lastT, lastT-firstT
+	n                              int   // samples in the window minus one
+	durationToStart, durationToEnd float64
+	sampledInterval                float64
+	zeroBound                      float64 // 2 × durationToStart / sampledInterval
+	factor                         float64
+}
+
+// set computes the memo for a window with those sample times.
+func (m *rateMemo) set(toStart, toEnd, sampled int64, n int, isRate bool, rngSeconds float64) {
+	m.ok, m.toStart, m.toEnd, m.sampled, m.n = true, toStart, toEnd, sampled, n
+	durationToStart := float64(toStart) / 1000
+	durationToEnd := float64(toEnd) / 1000
+	sampledInterval := float64(sampled) / 1000
+	averageDurationBetweenSamples := sampledInterval / float64(n)
+	extrapolationThreshold := averageDurationBetweenSamples * 1.1
+	if durationToStart >= extrapolationThreshold {
+		durationToStart = averageDurationBetweenSamples / 2
+	}
+	if durationToEnd >= extrapolationThreshold {
+		durationToEnd = averageDurationBetweenSamples / 2
+	}
+	m.durationToStart, m.durationToEnd, m.sampledInterval = durationToStart, durationToEnd, sampledInterval
+	m.zeroBound = 2 * (durationToStart / sampledInterval)
+	m.factor = extrapolationFactor(sampledInterval, durationToStart, durationToEnd, isRate, rngSeconds)
+}
+
+// minNormal is the smallest normal float64: above it a product's rounding
+// error is relative.
+const minNormal = 0x1p-1022
+
+// extrapolationFactor is the factor extrapolatedRate multiplies the
+// window's increase by.
+func extrapolationFactor(sampledInterval, durationToStart, durationToEnd float64, isRate bool, rngSeconds float64) float64 {
+	factor := 1.0
+	if sampledInterval != 0 {
+		factor = (sampledInterval + durationToStart + durationToEnd) / sampledInterval
+	}
+	if isRate {
+		factor /= rngSeconds
+	}
+	return factor
 }
 
 // checkCounter adds the engine's info annotation for rate and increase of a

@@ -10,7 +10,7 @@ import (
 // BenchmarkRanged measures the step loop of a range function alone over one
 // series already loaded: 3 h of a counter at 15 s with jittered timestamps
 // and a reset, 5 m windows, step 60 s (the shape of a full-span dashboard
-// panel), summed into one group.
+// panel), summed into one group; rate-regular has exact 15 s timestamps.
 func BenchmarkRanged(b *testing.B) {
 	const n = 720
 	r := rand.New(rand.NewSource(1))
@@ -24,9 +24,19 @@ func BenchmarkRanged(b *testing.B) {
 		}
 		vs[i] = v
 	}
+	// The same samples at exact 15 s, as Prometheus's scrapes land once it
+	// has adjusted their timestamps.
+	regular := make([]int64, n)
+	for i := range regular {
+		regular[i] = int64(i) * 15_000
+	}
 	g := grid{start: 300_000, end: ts[n-1], step: 60_000, lookback: 300_000}
-	for _, fn := range []string{"rate", "increase", "delta", "max_over_time", "avg_over_time"} {
+	for _, fn := range []string{"rate", "increase", "delta", "max_over_time", "avg_over_time", "rate-regular"} {
 		b.Run(fn, func(b *testing.B) {
+			ts := ts
+			if fn == "rate-regular" {
+				fn, ts = "rate", regular
+			}
 			w := &worker{n: &node{op: parser.SUM, fn: fn, rng: 300_000}, g: g, steps: g.steps(), ts: ts, vs: vs}
 			acc := make([]acc, w.steps)
 			b.ReportAllocs()
