@@ -133,25 +133,15 @@ func (r *bitReader) fill() {
 // returns how many it decoded; it stops before an escape, a field longer than
 // the word holds, or one past the data's last whole eight bytes.
 //
-// The loop keeps the bits left-aligned in a local word (its w high bits are
-// the next bits of the stream) refilled with one eight-byte load: the bits
-// below the w valid ones are zero or the stream's next bits, which a refill
-// ORs in again unchanged. Every shift is below 64, so none needs a check.
+// The loop keeps the bits left-aligned in a local word (left, refillLeft),
+// refilled with one eight-byte load. Every shift is below 64, so none needs
+// a check.
 func (r *bitReader) riceRun(out []uint64, k uint) int {
-	b, pos, w := r.b, r.pos, r.n
-	buf := r.buf << ((64 - w) & 63)
-	if w == 0 {
-		buf = 0
-	}
+	b, pos, buf, w := r.left()
 	k &= 63
 	i := 0
 	for ; i < len(out); i++ {
-		if w <= 56 && pos+8 <= len(b) {
-			buf |= binary.BigEndian.Uint64(b[pos:]) >> (w & 63)
-			nb := (64 - w) >> 3
-			pos += int(nb)
-			w += nb << 3
-		}
+		pos, buf, w = refillLeft(b, pos, buf, w)
 		ones := uint(bits.LeadingZeros64(^buf))
 		if ones >= riceEscape || ones+1+k > w {
 			break
@@ -161,11 +151,38 @@ func (r *bitReader) riceRun(out []uint64, k uint) int {
 		buf = t << k
 		w -= ones + 1 + k
 	}
-	r.buf, r.pos, r.n = buf>>((64-w)&63), pos, w
-	if w == 0 {
-		r.buf = 0
-	}
+	r.setLeft(pos, buf, w)
 	return i
+}
+
+// left returns the reader's state with its bits left-aligned: the w high
+// bits of buf are the next bits of the stream, the others zero.
+func (r *bitReader) left() (b []byte, pos int, buf uint64, w uint) {
+	if r.n == 0 {
+		return r.b, r.pos, 0, 0
+	}
+	return r.b, r.pos, r.buf << ((64 - r.n) & 63), r.n
+}
+
+// setLeft stores a left-aligned state (see left) back into the reader.
+func (r *bitReader) setLeft(pos int, buf uint64, w uint) {
+	r.pos, r.n, r.buf = pos, w, 0
+	if w > 0 {
+		r.buf = buf >> ((64 - w) & 63)
+	}
+}
+
+// refillLeft loads the whole bytes that fit below the w valid bits of the
+// left-aligned word buf from b at pos, while eight bytes remain to be read:
+// the bits below the last whole byte are the stream's next bits, which the
+// next refill ORs in again unchanged.
+func refillLeft(b []byte, pos int, buf uint64, w uint) (int, uint64, uint) {
+	if w <= 56 && pos+8 <= len(b) {
+		buf |= binary.BigEndian.Uint64(b[pos:]) >> (w & 63)
+		nb := (64 - w) >> 3
+		return pos + int(nb), buf, w + nb<<3
+	}
+	return pos, buf, w
 }
 
 // fixedRun reads fields of k bits into out as riceRun does, and returns how
@@ -178,19 +195,10 @@ func (r *bitReader) fixedRun(out []uint64, k uint) int {
 	if k > 56 {
 		return 0
 	}
-	b, pos, w := r.b, r.pos, r.n
-	buf := r.buf << ((64 - w) & 63)
-	if w == 0 {
-		buf = 0
-	}
+	b, pos, buf, w := r.left()
 	i := 0
 	for ; i < len(out); i++ {
-		if w <= 56 && pos+8 <= len(b) {
-			buf |= binary.BigEndian.Uint64(b[pos:]) >> (w & 63)
-			nb := (64 - w) >> 3
-			pos += int(nb)
-			w += nb << 3
-		}
+		pos, buf, w = refillLeft(b, pos, buf, w)
 		if k > w {
 			break
 		}
@@ -198,10 +206,7 @@ func (r *bitReader) fixedRun(out []uint64, k uint) int {
 		buf <<= k & 63
 		w -= k
 	}
-	r.buf, r.pos, r.n = buf>>((64-w)&63), pos, w
-	if w == 0 {
-		r.buf = 0
-	}
+	r.setLeft(pos, buf, w)
 	return i
 }
 
