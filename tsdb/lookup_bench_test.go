@@ -22,8 +22,8 @@ import (
 // in a block holding them, on tandem's DB and on Prometheus's TSDB in the
 // same run. Each case selects node_cpu_seconds_total{instance="<target>"}
 // (target), that with mode!="idle" (target-mode), and {instance="<target>"}
-// (target-all). LOOKUP_TARGETS sets the
-// targets (default 200; 2000 is about 1M series, ~1 min to load each DB).
+// (target-all). LOOKUP_TARGETS sets the targets (default 200; 2000 is about
+// 1M series, ~1 min to load each DB).
 func BenchmarkSeriesLookup(b *testing.B) {
 	targets := 200
 	if v, err := strconv.Atoi(os.Getenv("LOOKUP_TARGETS")); err == nil && v > 0 {

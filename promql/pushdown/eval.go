@@ -633,7 +633,7 @@ func (w *worker) rateSteps(acc []acc, counter, isRate bool) bool {
 		// The window's durations and factor depend on its sample times
 		// alone, which repeat from window to window when the samples are
 		// regular: they are computed again only when those change.
-		if !m.ok || m.toStart != firstT-rangeStart || m.toEnd != right-lastT || m.sampled != lastT-firstT || m.n != last-lo {
+		if m.toStart != firstT-rangeStart || m.toEnd != right-lastT || m.sampled != lastT-firstT || m.n != last-lo {
 			m.set(firstT-rangeStart, right-lastT, lastT-firstT, last-lo, isRate, rngSeconds)
 		}
 		factor := m.factor
@@ -663,10 +663,10 @@ func (w *worker) rateSteps(acc []acc, counter, isRate bool) bool {
 
 // rateMemo is what a rate window's extrapolation computes from its sample
 // times alone (Prometheus's extrapolatedRate, operation for operation): the
-// differences in milliseconds it was computed from, then the durations in
-// seconds and the factor without the counter's zero clamp.
+// differences in milliseconds it was computed from (the zero value matches
+// no window: a window holds two samples or more, so n > 0), then the
+// durations in seconds and the factor without the counter's zero clamp.
 type rateMemo struct {
-	ok                             bool
 	toStart, toEnd, sampled        int64 // firstT-rangeStart, right-lastT, lastT-firstT
 	n                              int   // samples in the window minus one
 	durationToStart, durationToEnd float64
@@ -677,7 +677,7 @@ type rateMemo struct {
 
 // set computes the memo for a window with those sample times.
 func (m *rateMemo) set(toStart, toEnd, sampled int64, n int, isRate bool, rngSeconds float64) {
-	m.ok, m.toStart, m.toEnd, m.sampled, m.n = true, toStart, toEnd, sampled, n
+	m.toStart, m.toEnd, m.sampled, m.n = toStart, toEnd, sampled, n
 	durationToStart := float64(toStart) / 1000
 	durationToEnd := float64(toEnd) / 1000
 	sampledInterval := float64(sampled) / 1000

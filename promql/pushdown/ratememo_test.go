@@ -141,5 +141,8 @@ func TestRateStepsMatchesReference(t *testing.T) {
 			}
 		}
 	}
+	if windows < 100_000 {
+		t.Fatalf("only %d windows compared", windows)
+	}
 	t.Logf("%d windows compared", windows)
 }
