@@ -27,9 +27,11 @@ const (
 // and order-0 decimal streams; version 3 added stepped decimal residuals
 // (bit 7 of the order byte); version 4 Rice-coded decimal residuals (bit 6);
 // version 5 native histogram columns (column types 4 and 5); version 6 added
-// the optional starts file. Older blocks are read as they are, and a tandem
+// the optional starts file; version 7 made the index and column directories
+// smaller (series records found by stride and length, postings runs, column
+// directories without members when they are 0..n-1). Older blocks are read as they are, and a tandem
 // that knows an older version refuses newer blocks.
-const FormatVersion = 6
+const FormatVersion = 7
 
 // minFormatVersion is the oldest version this code reads.
 const minFormatVersion = 1

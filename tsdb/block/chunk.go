@@ -195,7 +195,10 @@ func (e *chunkEncoder) add(c colInput) error {
 // finish appends the column count and directory to e.head; the chunk has at least one column.
 func (e *chunkEncoder) finish() {
 	dst := binary.AppendUvarint(e.head, uint64(len(e.members)))
-	wm := bytesFor(uint64(e.members[len(e.members)-1]))
+	wm := 0 // version 7: the members are 0..ncols-1 (every member of an aligned table)
+	if last := len(e.members) - 1; e.members[last] != last {
+		wm = bytesFor(uint64(e.members[last]))
+	}
 	wo := bytesFor(e.offs[len(e.offs)-1])
 	dst = append(dst, byte(wm), byte(wo))
 	for i, m := range e.members {
@@ -379,7 +382,7 @@ func parseChunk(body []byte) (chunkView, error) {
 	}
 	c.ncols = d.uvarintInt(len(body))
 	c.wm, c.wo = int(d.byte1()), int(d.byte1())
-	if d.err == nil && (c.wm < 1 || c.wm > 8 || c.wo < 1 || c.wo > 8) {
+	if d.err == nil && (c.wm > 8 || c.wo < 1 || c.wo > 8) {
 		return c, fmt.Errorf("column directory widths %d, %d: %w", c.wm, c.wo, ErrCorrupt)
 	}
 	c.dir = d.bytes(c.ncols * (c.wm + c.wo))
@@ -393,11 +396,20 @@ func parseChunk(body []byte) (chunkView, error) {
 // dirEntry returns the member and area offset of the i-th column.
 func (c *chunkView) dirEntry(i int) (int, uint64) {
 	e := c.dir[i*(c.wm+c.wo):]
+	if c.wm == 0 {
+		return i, beN(e[:c.wo])
+	}
 	return int(beN(e[:c.wm])), beN(e[c.wm : c.wm+c.wo])
 }
 
 // find returns the index of member's column, or -1.
 func (c *chunkView) find(member int) int {
+	if c.wm == 0 {
+		if member >= 0 && member < c.ncols {
+			return member
+		}
+		return -1
+	}
 	lo, hi := 0, c.ncols
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)

@@ -168,6 +168,18 @@ func FuzzOpenIndex(f *testing.F) {
 	f.Add(data)
 	f.Add(data[:len(data)/2])
 	f.Add([]byte{})
+	// Indexes of older versions (testdata), read by their own rules.
+	old, err := filepath.Glob(filepath.Join("testdata", "v*", "*", IndexFilename))
+	if err != nil || len(old) == 0 {
+		f.Fatalf("no index files of older versions in testdata: %v", err)
+	}
+	for _, p := range old {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
 	ms := []*labels.Matcher{
 		labels.MustNewMatcher(labels.MatchEqual, "job", "node"),
 		labels.MustNewMatcher(labels.MatchNotEqual, "mode", "idle"),

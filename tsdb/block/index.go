@@ -28,6 +28,10 @@ const (
 	indexTOCLen    = 8*numSections + 4
 )
 
+// seriesStride is how many series records share one entry of the series
+// section's offset table (version 7).
+const seriesStride = 16
+
 // seriesRef identifies a member of a group during index building.
 type seriesRef struct {
 	g, m int
@@ -113,36 +117,43 @@ func writeIndex(path string, groups []groupRec, meta *Meta) error {
 		common[g] = commonLabels(groups[g].members)
 	}
 
-	// Series: count, offset table, records.
-	recs := []byte{}
-	offs := make([]uint32, len(refs))
+	// Series: count, the offsets of every seriesStride-th record, records
+	// each preceded by its length.
+	var recs, rec []byte
+	offs := make([]uint32, 0, (len(refs)+seriesStride-1)/seriesStride)
 	for i, r := range refs {
-		offs[i] = uint32(len(recs))
+		if i%seriesStride == 0 {
+			offs = append(offs, uint32(len(recs)))
+		}
 		l, c := lbl(r), common[r.g]
-		recs = binary.AppendUvarint(recs, uint64(l.Len()-c.Len()))
+		mts := groups[r.g].memberTables[r.m]
+		// The common case, every chunk of the group's shared table, lists no tables.
+		listed := len(mts) != 1 || mts[0] != (memberTable{table: 0, first: 0, last: len(groups[r.g].tables[0]) - 1})
+		head := uint64(l.Len()-c.Len()) << 1
+		if listed {
+			head |= 1
+		}
+		rec = binary.AppendUvarint(rec[:0], head)
 		l.Range(func(l labels.Label) {
 			if c.Get(l.Name) == l.Value && c.Has(l.Name) {
 				return
 			}
-			recs = binary.AppendUvarint(recs, symRef[l.Name])
-			recs = binary.AppendUvarint(recs, symRef[l.Value])
+			rec = binary.AppendUvarint(rec, symRef[l.Name])
+			rec = binary.AppendUvarint(rec, symRef[l.Value])
 		})
-		recs = binary.AppendUvarint(recs, uint64(groupID[r.g]))
-		recs = binary.AppendUvarint(recs, uint64(r.m))
-		mts := groups[r.g].memberTables[r.m]
-		if len(mts) == 1 && mts[0] == (memberTable{table: 0, first: 0, last: len(groups[r.g].tables[0]) - 1}) {
-			// The common case, every chunk of the group's shared table: no tables listed.
-			recs = binary.AppendUvarint(recs, 0)
-			continue
+		rec = binary.AppendUvarint(rec, uint64(groupID[r.g]))
+		rec = binary.AppendUvarint(rec, uint64(r.m))
+		if listed {
+			rec = binary.AppendUvarint(rec, uint64(len(mts)))
+			for _, mt := range mts {
+				rec = binary.AppendUvarint(rec, uint64(mt.table))
+				rec = binary.AppendUvarint(rec, uint64(mt.first))
+				rec = binary.AppendUvarint(rec, uint64(mt.last-mt.first))
+			}
 		}
-		recs = binary.AppendUvarint(recs, uint64(len(mts)))
-		for _, mt := range mts {
-			recs = binary.AppendUvarint(recs, uint64(mt.table))
-			recs = binary.AppendUvarint(recs, uint64(mt.first))
-			recs = binary.AppendUvarint(recs, uint64(mt.last-mt.first))
-		}
+		recs = append(binary.AppendUvarint(recs, uint64(len(rec))), rec...)
 	}
-	sec[secSeries] = withOffsetTable(offs, recs)
+	sec[secSeries] = withOffsetTable(uint32(len(refs)), offs, recs)
 
 	// Groups: count, offset table, records.
 	recs = recs[:0:0]
@@ -173,7 +184,7 @@ func writeIndex(path string, groups []groupRec, meta *Meta) error {
 			recs = binary.AppendUvarint(recs, symRef[l.Value])
 		})
 	}
-	sec[secGroups] = withOffsetTable(offs, recs)
+	sec[secGroups] = withOffsetTable(uint32(len(offs)), offs, recs)
 
 	// Postings and the label index.
 	names := make([]string, 0, len(postings))
@@ -196,13 +207,7 @@ func writeIndex(path string, groups []groupRec, meta *Meta) error {
 		for _, v := range vals {
 			lb = binary.BigEndian.AppendUint32(lb, uint32(symRef[v]))
 			lb = binary.BigEndian.AppendUint32(lb, uint32(len(pb)))
-			ids := postings[n][v]
-			pb = binary.AppendUvarint(pb, uint64(len(ids)))
-			prev := uint32(0)
-			for _, id := range ids {
-				pb = binary.AppendUvarint(pb, uint64(id-prev))
-				prev = id
-			}
+			pb = appendPostings(pb, postings[n][v])
 		}
 	}
 	binary.BigEndian.PutUint32(lb, uint32(len(lb)))
@@ -243,6 +248,23 @@ func writeIndex(path string, groups []groupRec, meta *Meta) error {
 	return nil
 }
 
+// appendPostings appends a postings list of ascending ids: a run of
+// consecutive ids (every series of a metric name, since series ids are in
+// label order) as its count and first id, others as their count and deltas.
+func appendPostings(dst []byte, ids []uint32) []byte {
+	n := uint64(len(ids))
+	if n > 1 && uint64(ids[n-1]-ids[0]) == n-1 {
+		return binary.AppendUvarint(binary.AppendUvarint(dst, n<<1|1), uint64(ids[0]))
+	}
+	dst = binary.AppendUvarint(dst, n<<1)
+	prev := uint32(0)
+	for _, id := range ids {
+		dst = binary.AppendUvarint(dst, uint64(id-prev))
+		prev = id
+	}
+	return dst
+}
+
 // commonLabels returns the label pairs all of members have.
 func commonLabels(members []labels.Labels) labels.Labels {
 	if len(members) == 0 {
@@ -260,10 +282,10 @@ func commonLabels(members []labels.Labels) labels.Labels {
 	return b.Labels()
 }
 
-// withOffsetTable returns count (uint32), the offsets (uint32 each, relative to the records' start) and the records.
-func withOffsetTable(offs []uint32, recs []byte) []byte {
+// withOffsetTable returns n (uint32), the offsets (uint32 each, relative to the records' start) and the records.
+func withOffsetTable(n uint32, offs []uint32, recs []byte) []byte {
 	b := make([]byte, 0, 4+4*len(offs)+len(recs))
-	b = binary.BigEndian.AppendUint32(b, uint32(len(offs)))
+	b = binary.BigEndian.AppendUint32(b, n)
 	for _, o := range offs {
 		b = binary.BigEndian.AppendUint32(b, o)
 	}

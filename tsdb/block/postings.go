@@ -276,7 +276,13 @@ func (b *Block) plistAt(off uint32, first bool) (plist, error) {
 		return plist{}, fmt.Errorf("%s: postings offset %d out of range: %w", b.indexPath, off, ErrCorrupt)
 	}
 	d := decbuf{b: p[off:]}
-	l := plist{off: off, n: d.uvarintInt(b.nseries)}
+	l := plist{off: off}
+	if b.compact {
+		l.n = d.uvarintInt(2*b.nseries+1) >> 1
+	} else {
+		l.n = d.uvarintInt(b.nseries)
+	}
+	// A run's first id and a list's first delta are both the first id.
 	if first && l.n > 0 {
 		id := d.uvarint()
 		if id+uint64(l.n) > uint64(b.nseries) {
@@ -300,10 +306,24 @@ func (b *Block) postingsAt(off uint32, limit uint32, dst []uint32) ([]uint32, er
 	}
 	q := p[off:]
 	n, k := binary.Uvarint(q)
+	run := false
+	if b.compact {
+		n, run = n>>1, n&1 == 1
+	}
 	if k <= 0 || n > uint64(b.nseries) {
 		return dst, fmt.Errorf("%s: postings at %d: bad count: %w", b.indexPath, off, ErrCorrupt)
 	}
 	q = q[k:]
+	if run {
+		first, k := binary.Uvarint(q)
+		if k <= 0 || n > uint64(b.nseries)-min(first, uint64(b.nseries)) {
+			return dst, fmt.Errorf("%s: postings at %d: run of %d from %d past %d series: %w", b.indexPath, off, n, first, b.nseries, ErrCorrupt)
+		}
+		for id := first; id < first+n && id <= uint64(limit); id++ {
+			dst = append(dst, uint32(id))
+		}
+		return dst, nil
+	}
 	var id uint64
 	for i := uint64(0); i < n; i++ {
 		var delta uint64

@@ -42,10 +42,13 @@ type Block struct {
 	symIndexed bool
 	symTab     []byte // nsyms × be32 offsets into symData
 	symData    []byte
-	nseries    int
-	ngroups    int
-	names      []nameEntry
-	verified   sync.Map // chunk offset → struct{}: CRC already checked
+	// Version 7: series records by stride and length, record heads that
+	// say whether tables are listed, postings runs.
+	compact  bool
+	nseries  int
+	ngroups  int
+	names    []nameEntry
+	verified sync.Map // chunk offset → struct{}: CRC already checked
 	// perGroup holds, by group, what is parsed once: the chunk lists of
 	// groups with many members and (version 3) the symbol references of
 	// the labels all members share.
@@ -203,11 +206,16 @@ func (b *Block) openIndex() error {
 		}
 		b.symIndexed, b.symData = true, sy.b
 	}
+	b.compact = x[4] >= 7
 	var err error
-	if b.nseries, err = tableCount(b.sec[secSeries]); err != nil {
+	stride := 1
+	if b.compact {
+		stride = seriesStride
+	}
+	if b.nseries, err = tableCount(b.sec[secSeries], stride); err != nil {
 		return fmt.Errorf("series section: %w", err)
 	}
-	if b.ngroups, err = tableCount(b.sec[secGroups]); err != nil {
+	if b.ngroups, err = tableCount(b.sec[secGroups], 1); err != nil {
 		return fmt.Errorf("groups section: %w", err)
 	}
 	b.perGroup = make([]groupParsed, b.ngroups) // 16 bytes per group, against the section's 4 or more
@@ -248,12 +256,13 @@ func (b *Block) openIndex() error {
 }
 
 // tableCount validates the count and offset table of the series or groups section.
-func tableCount(s []byte) (int, error) {
+// The table has an entry for every stride-th record.
+func tableCount(s []byte, stride int) (int, error) {
 	if len(s) < 4 {
 		return 0, fmt.Errorf("too short: %w", ErrCorrupt)
 	}
 	n := uint64(binary.BigEndian.Uint32(s))
-	if 4+4*n > uint64(len(s)) {
+	if 4+4*((n+uint64(stride)-1)/uint64(stride)) > uint64(len(s)) {
 		return 0, fmt.Errorf("count %d exceeds section: %w", n, ErrCorrupt)
 	}
 	return int(n), nil
@@ -356,6 +365,33 @@ func record(s []byte, n, i int) ([]byte, error) {
 	return s[o:], nil
 }
 
+// seriesRecord returns series id's record. Version 7 lists the offset of
+// every seriesStride-th record, and each record is preceded by its length:
+// the records before id in its stride are skipped by their lengths.
+func (b *Block) seriesRecord(id int) ([]byte, error) {
+	s := b.sec[secSeries]
+	if !b.compact {
+		return record(s, b.nseries, id)
+	}
+	if id < 0 || id >= b.nseries {
+		return nil, fmt.Errorf("record %d of %d: %w", id, b.nseries, ErrCorrupt)
+	}
+	o := uint64(4+4*((b.nseries+seriesStride-1)/seriesStride)) + uint64(binary.BigEndian.Uint32(s[4+4*(id/seriesStride):]))
+	for k := id % seriesStride; ; k-- {
+		if o >= uint64(len(s)) {
+			return nil, fmt.Errorf("record %d offset out of range: %w", id, ErrCorrupt)
+		}
+		n, w := binary.Uvarint(s[o:])
+		if w <= 0 || n > uint64(len(s))-o-uint64(w) {
+			return nil, fmt.Errorf("record %d: bad length: %w", id, ErrCorrupt)
+		}
+		if o += uint64(w); k == 0 {
+			return s[o : o+n], nil
+		}
+		o += n
+	}
+}
+
 // seriesInfo is a decoded series record (without labels).
 type seriesInfo struct {
 	group, member int
@@ -365,12 +401,15 @@ type seriesInfo struct {
 // series decodes series id's record; labels are appended to lb when it is non-nil.
 func (b *Block) series(id uint32, lb *labels.ScratchBuilder, tables []memberTable) (seriesInfo, error) {
 	si := seriesInfo{tables: tables[:0]}
-	rec, err := record(b.sec[secSeries], b.nseries, int(id))
+	rec, err := b.seriesRecord(int(id))
 	if err != nil {
 		return si, fmt.Errorf("%s: series %d: %w", b.indexPath, id, err)
 	}
 	d := decbuf{b: rec}
-	nl := d.uvarintInt(len(rec))
+	nl, listed := d.uvarintInt(2*len(rec)+1), true
+	if b.compact {
+		nl, listed = nl>>1, nl&1 == 1
+	}
 	// Version 3: the series' own pairs are merged with those its group's
 	// members share, both in label order, instead of sorted after.
 	var own [16]symPair
@@ -408,8 +447,11 @@ func (b *Block) series(id uint32, lb *labels.ScratchBuilder, tables []memberTabl
 		}
 	}
 	si.member = d.uvarintInt(len(b.sec[secSeries]))
-	nt := d.uvarintInt(len(rec))
-	if nt == 0 && b.symIndexed {
+	nt := 0
+	if listed {
+		nt = d.uvarintInt(len(rec))
+	}
+	if nt == 0 && b.symIndexed && (!listed || !b.compact) {
 		// Version 3: every chunk of the group's shared table.
 		si.tables = append(si.tables, memberTable{table: 0, first: 0, last: allChunks})
 	}

@@ -145,7 +145,7 @@ func TestStartsRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if meta.Stats.NumStartSeries != uint64(len(sb.input)) || meta.Version != 6 {
+	if meta.Stats.NumStartSeries != uint64(len(sb.input)) || meta.Version != FormatVersion {
 		t.Fatalf("meta counts %d start series (version %d), want %d", meta.Stats.NumStartSeries, meta.Version, len(sb.input))
 	}
 	b, err := Open(filepath.Join(dir, meta.ULID))
