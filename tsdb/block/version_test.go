@@ -252,6 +252,14 @@ func TestReadsGoldenV6(t *testing.T) {
 	}
 }
 
+// TestReadsGoldenV7 reads testdata/v7, written by version 7 of the writer
+// from v5Groups with ChunkRows 128 (series records by stride and length,
+// postings runs, directories without members), and compares every series
+// and group with that input.
+func TestReadsGoldenV7(t *testing.T) {
+	testGolden(t, "testdata/v7/01M8TX0V7C0MPACT00000000V7", 7, v5Groups())
+}
+
 // testGolden opens the block in dir, checks its version and that every
 // series' samples (Iterator) and every group (ReadGroup) equal gs's.
 func testGolden(t *testing.T, dir string, version int, gs []Group) {
