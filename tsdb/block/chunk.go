@@ -95,6 +95,7 @@ type chunkEncoder struct {
 	hist     encoding.HistogramEncoder
 	fhist    encoding.FloatHistogramEncoder
 	ms       []int64
+	exc      []int32 // values a patched decimal stream keeps whole
 	dec      []byte
 	head     []byte
 	area     []byte
@@ -269,6 +270,14 @@ func (e *chunkEncoder) encodeColumn(dst []byte, ts []int64, c colInput) []byte {
 		}
 		if k, ok := encoding.DecimalScale(c.vals, e.maxScale, e.ms[:n]); ok {
 			e.dec = encoding.AppendDecimalRice(e.dec[:0], e.ms[:n], k)
+			if len(e.dec) < len(best) {
+				best, enc = e.dec, encDecimal
+			}
+		} else if k, exc, ok := encoding.DecimalScalePatched(c.vals, e.maxScale, e.ms[:n], e.exc); ok && len(exc) > 0 {
+			// Version 7: a few values that are not decimals (float
+			// artifacts, staleness markers) are kept whole.
+			e.exc = exc
+			e.dec = encoding.AppendDecimalRicePatched(e.dec[:0], e.ms[:n], k, c.vals, exc)
 			if len(e.dec) < len(best) {
 				best, enc = e.dec, encDecimal
 			}

@@ -57,6 +57,12 @@ func AppendDecimal(dst []byte, ms []int64, k int) []byte { return appendDecimal(
 func AppendDecimalRice(dst []byte, ms []int64, k int) []byte { return appendDecimal(dst, ms, k, true) }
 
 func appendDecimal(dst []byte, ms []int64, k int, tryRice bool) []byte {
+	return appendDecimalFrame(dst, ms, k, tryRice, nil)
+}
+
+// appendDecimalFrame encodes ms; patches, when not nil, writes the list of
+// values stored whole after the frame header (orderPatched).
+func appendDecimalFrame(dst []byte, ms []int64, k int, tryRice bool, patches func(*bitWriter)) []byte {
 	order, best := 0, residualBits(ms, 0)
 	for o := 1; o <= 2; o++ {
 		if b := residualBits(ms, o); b < best {
@@ -91,6 +97,9 @@ func appendDecimal(dst []byte, ms []int64, k int, tryRice bool) []byte {
 	if rice {
 		flags |= orderRice
 	}
+	if patches != nil {
+		flags |= orderPatched
+	}
 	w.writeBits(flags, 8)
 	if order >= 1 && len(ms) > 0 {
 		w.writeVarint(ms[0])
@@ -108,12 +117,18 @@ func appendDecimal(dst []byte, ms []int64, k int, tryRice bool) []byte {
 	}
 	if !rice {
 		w.writeBits(uint64(width), 8)
+		if patches != nil {
+			patches(&w)
+		}
 		for i := order; i < len(ms); i++ {
 			w.writeBits((uint64(residual(ms, i, order))-uint64(base))/step, width)
 		}
 		return w.b
 	}
 	w.writeBits(uint64(riceK), 8)
+	if patches != nil {
+		patches(&w)
+	}
 	for i := order; i < len(ms); i++ {
 		zz := riceField(residual(ms, i, order), center, step)
 		if q := zz >> riceK; q < riceEscape {
@@ -306,12 +321,13 @@ type DecimalDecoder struct {
 	step  uint64 // residual = base + field*step
 	width uint
 	rice  bool // residual = base + zigzag(field)*step, field Rice-coded with parameter width
+	x     patches
 	err   error
 }
 
 // Reset prepares the decoder to read n values from b.
 func (d *DecimalDecoder) Reset(b []byte, n int) {
-	*d = DecimalDecoder{n: max(n, 0)}
+	*d = DecimalDecoder{n: max(n, 0), x: patches{next: -1}}
 	d.r.reset(b)
 	d.err = d.header()
 }
@@ -328,7 +344,8 @@ func (d *DecimalDecoder) header() error {
 	}
 	stepped := order&orderStepped != 0
 	d.rice = order&orderRice != 0
-	order &^= orderStepped | orderRice
+	patched := order&orderPatched != 0
+	order &^= orderStepped | orderRice | orderPatched
 	if k > MaxDecimalScale || order > 2 {
 		return fmt.Errorf("decimal scale %d order %d: %w", k, order, ErrMalformed)
 	}
@@ -363,6 +380,9 @@ func (d *DecimalDecoder) header() error {
 		return fmt.Errorf("decimal residual width %d: %w", w, ErrMalformed)
 	}
 	d.width = uint(w)
+	if patched {
+		return d.readPatches()
+	}
 	return nil
 }
 
@@ -395,6 +415,10 @@ func (d *DecimalDecoder) Next() bool {
 			d.d += r
 			d.m += d.d
 		}
+	}
+	if d.x.hit = d.i == d.x.next; d.x.hit {
+		d.x.cur = d.x.val
+		d.x.advance()
 	}
 	d.i++
 	return true
@@ -464,7 +488,12 @@ func unRice(zz, center, step uint64) int64 {
 }
 
 // At returns the current value.
-func (d *DecimalDecoder) At() float64 { return float64(d.m) / d.p }
+func (d *DecimalDecoder) At() float64 {
+	if d.x.hit {
+		return d.x.cur
+	}
+	return float64(d.m) / d.p
+}
 
 // AppendNext skips the next skip values, then decodes up to k more (fewer
 // at the end of the stream or on an error, see Err) and appends them to dst:
@@ -502,6 +531,9 @@ func (d *DecimalDecoder) AppendNext(dst []float64, skip, k int) []float64 {
 		dst = d.accumulate(dst, vals, drop)
 		skip, k = skip-drop, k-(got-drop)
 		d.i += got
+		if d.x.next >= 0 || d.x.hit {
+			d.x.patch(dst[len(dst)-(got-drop):], d.i)
+		}
 		if got < c {
 			break // d.err is set
 		}

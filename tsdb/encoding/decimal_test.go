@@ -149,6 +149,13 @@ func FuzzDecimal(f *testing.F) {
 	f.Add(AppendDecimal(nil, []int64{5, 7, 12, -3}, 2), 4)
 	f.Add(AppendDecimal(nil, []int64{4096, 8192, 4096 * 7, 0}, 0), 4) // stepped
 	f.Add(AppendDecimalRice(nil, []int64{9, 10, 11, 10, 9, 10, 11, 12, 10, 300, 10, 9}, 0), 12)
+	pv := []float64{1.5, math.NaN(), 1.75, 2.25, 2.5 + 1e-9, 3, 3.25, 3.5, 4, 4.25, 4.5, math.Inf(-1)}
+	pm := make([]int64, len(pv))
+	if k, exc, ok := DecimalScalePatched(pv, MaxDecimalScale, pm, nil); ok && len(exc) == 3 {
+		f.Add(AppendDecimalRicePatched(nil, pm, k, pv, exc), len(pv))
+	} else {
+		f.Fatalf("patched seed: scale %d, %v, %v", k, exc, ok)
+	}
 	f.Fuzz(func(t *testing.T, b []byte, n int) {
 		n %= 1000
 		var d DecimalDecoder

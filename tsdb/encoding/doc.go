@@ -88,12 +88,18 @@
 //	k          8-bit field, 0..15
 //	order      8-bit field: low bits 0 (the mantissas themselves), 1 (their
 //	           deltas) or 2 (their delta-of-deltas); bit 7 (0x80) stepped;
-//	           bit 6 (0x40) Rice-coded (AppendDecimalRice only)
+//	           bit 6 (0x40) Rice-coded (AppendDecimalRice only);
+//	           bit 5 (0x20) patched (AppendDecimalRicePatched only)
 //	m[0]       signed varint, when order >= 1 and count > 0
 //	m[1]-m[0]  signed varint, when order == 2 and count > 1
 //	base       signed varint (Rice-coded: the center of the residuals)
 //	step       varint >= 2, when stepped (else step = 1)
 //	width      8-bit field: 0..64 (Rice-coded: the parameter p, 0..63)
+//	patches    when patched: c, an unsigned varint (1..count); w, an 8-bit
+//	           field (0..32); then c times a w-bit index i (ascending,
+//	           below count) and a 64-bit field, the bits of value i, which
+//	           the decoder returns instead of m[i]/10^k (m[i] is a stand-in:
+//	           the value rounded at scale k, else the mantissa before it)
 //	residuals  count - order of them (order 0: count), one per value from
 //	           index order on, each either
 //	  fixed width: a width-bit unsigned field f; residual = base + f*step
@@ -107,7 +113,13 @@
 // it, and Rice coding when that is smaller (noisy values around a level),
 // centred on the median with p near log2 of the mean zig-zagged distance;
 // decoders do not depend on these choices. A k above 15, an order above 2, a
-// step below 2 when stepped or a width above 64 (63 Rice-coded) is malformed.
+// step below 2 when stepped or a width above 64 (63 Rice-coded) is malformed,
+// and so are patches out of order, at or past count, or more than count.
+//
+// Patched streams (DecimalScalePatched) hold columns of which a few values
+// are not decimals at the scale of the others: float artifacts of an
+// exporter's arithmetic (186.79500000000002 among values of two decimals)
+// and staleness markers, which otherwise send the whole column to XOR.
 //
 // # Histogram column
 //
