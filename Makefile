@@ -6,7 +6,7 @@ FUZZTIME ?= 20000x
 
 # Fuzz targets run briefly by `make test` (package:target).
 FUZZ_TARGETS := \
-	./tsdb/encoding:FuzzTSDecoder ./tsdb/encoding:FuzzXORDecoder ./tsdb/encoding:FuzzRoundTrip ./tsdb/encoding:FuzzDecimal \
+	./tsdb/encoding:FuzzTSDecoder ./tsdb/encoding:FuzzXORDecoder ./tsdb/encoding:FuzzRoundTrip ./tsdb/encoding:FuzzDecimal ./tsdb/encoding:FuzzDecimalRoundTrip ./tsdb/encoding:FuzzDecimalPatched \
 	./tsdb/encoding:FuzzHistogramDecoder ./tsdb/encoding:FuzzHistogramRoundTrip \
 	./tsdb/block:FuzzOpenIndex ./tsdb/block:FuzzChunk ./tsdb/block:FuzzExemplars ./tsdb/block:FuzzStarts \
 	./tsdb/record:FuzzDecode ./tsdb/wal:FuzzReplay ./tsdb/starts:FuzzDecode \
