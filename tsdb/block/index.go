@@ -32,6 +32,11 @@ const (
 // section's offset table (version 7).
 const seriesStride = 16
 
+// seriesLeadOmitted, in the flags byte of the series section (version 7),
+// says that every series has the block's first label name and that its pair
+// is left out of the records: the runs of its postings give it.
+const seriesLeadOmitted = 1
+
 // seriesRef identifies a member of a group during index building.
 type seriesRef struct {
 	g, m int
@@ -72,13 +77,10 @@ func writeIndex(path string, groups []groupRec, meta *Meta) error {
 		groupID[g] = uint32(i)
 	}
 
-	// Symbols and postings.
+	// Postings.
 	postings := map[string]map[string][]uint32{}
-	symSet := map[string]int{} // symbol → uses
 	for i, r := range refs {
 		lbl(r).Range(func(l labels.Label) {
-			symSet[l.Name]++
-			symSet[l.Value]++
 			vs := postings[l.Name]
 			if vs == nil {
 				vs = map[string][]uint32{}
@@ -87,8 +89,65 @@ func writeIndex(path string, groups []groupRec, meta *Meta) error {
 			vs[l.Value] = append(vs[l.Value], uint32(i))
 		})
 	}
-	// A symbol's reference is its index in the table, most used first: the
-	// symbols of most label pairs take one-byte references.
+
+	// The label pairs every member of a group has are stored once, with the
+	// group (the target's job and instance, say), not in each series record.
+	common := make([]labels.Labels, len(groups))
+	for g := range groups {
+		common[g] = commonLabels(groups[g].members)
+	}
+	// When every series has the first label name (__name__, as a rule), its
+	// pair is left out of the series records: series ids are in label
+	// order, so the ids of each of its values are a run, and the runs of
+	// the label index say which value a series has.
+	lead := ""
+	for n := range postings {
+		if lead == "" || n < lead {
+			lead = n
+		}
+	}
+	total := 0
+	for _, ids := range postings[lead] {
+		total += len(ids)
+	}
+	omitLead := lead != "" && total == len(refs)
+	if omitLead {
+		for g := range common {
+			if common[g].Has(lead) {
+				common[g] = labels.NewBuilder(common[g]).Del(lead).Labels()
+			}
+		}
+	}
+	// own reports whether series r's record holds pair l.
+	own := func(r seriesRef, l labels.Label) bool {
+		c := common[r.g]
+		return !(omitLead && l.Name == lead) && !(c.Has(l.Name) && c.Get(l.Name) == l.Value)
+	}
+
+	// Symbols. A symbol's reference is its index in the table, most used by
+	// series and group records first (the label index's references are
+	// fixed-width): the symbols of most label pairs take one-byte references.
+	symSet := map[string]int{} // symbol → uses
+	for _, r := range refs {
+		lbl(r).Range(func(l labels.Label) {
+			if own(r, l) {
+				symSet[l.Name]++
+				symSet[l.Value]++
+			}
+		})
+	}
+	for g := range groups {
+		common[g].Range(func(l labels.Label) {
+			symSet[l.Name]++
+			symSet[l.Value]++
+		})
+	}
+	for n, vs := range postings {
+		symSet[n] += 0
+		for v := range vs {
+			symSet[v] += 0
+		}
+	}
 	syms := make([]string, 0, len(symSet))
 	for s := range symSet {
 		syms = append(syms, s)
@@ -110,13 +169,6 @@ func writeIndex(path string, groups []groupRec, meta *Meta) error {
 	}
 	sec[secSymbols] = b
 
-	// The label pairs every member of a group has are stored once, with the
-	// group (the target's job and instance, say), not in each series record.
-	common := make([]labels.Labels, len(groups))
-	for g := range groups {
-		common[g] = commonLabels(groups[g].members)
-	}
-
 	// Series: count, the offsets of every seriesStride-th record, records
 	// each preceded by its length.
 	var recs, rec []byte
@@ -125,21 +177,26 @@ func writeIndex(path string, groups []groupRec, meta *Meta) error {
 		if i%seriesStride == 0 {
 			offs = append(offs, uint32(len(recs)))
 		}
-		l, c := lbl(r), common[r.g]
+		l := lbl(r)
 		mts := groups[r.g].memberTables[r.m]
 		// The common case, every chunk of the group's shared table, lists no tables.
 		listed := len(mts) != 1 || mts[0] != (memberTable{table: 0, first: 0, last: len(groups[r.g].tables[0]) - 1})
-		head := uint64(l.Len()-c.Len()) << 1
+		npairs := 0
+		l.Range(func(p labels.Label) {
+			if own(r, p) {
+				npairs++
+			}
+		})
+		head := uint64(npairs) << 1
 		if listed {
 			head |= 1
 		}
 		rec = binary.AppendUvarint(rec[:0], head)
-		l.Range(func(l labels.Label) {
-			if c.Get(l.Name) == l.Value && c.Has(l.Name) {
-				return
+		l.Range(func(p labels.Label) {
+			if own(r, p) {
+				rec = binary.AppendUvarint(rec, symRef[p.Name])
+				rec = binary.AppendUvarint(rec, symRef[p.Value])
 			}
-			rec = binary.AppendUvarint(rec, symRef[l.Name])
-			rec = binary.AppendUvarint(rec, symRef[l.Value])
 		})
 		rec = binary.AppendUvarint(rec, uint64(groupID[r.g]))
 		rec = binary.AppendUvarint(rec, uint64(r.m))
@@ -153,7 +210,11 @@ func writeIndex(path string, groups []groupRec, meta *Meta) error {
 		}
 		recs = append(binary.AppendUvarint(recs, uint64(len(rec))), rec...)
 	}
-	sec[secSeries] = withOffsetTable(uint32(len(refs)), offs, recs)
+	var flags byte
+	if omitLead {
+		flags |= seriesLeadOmitted
+	}
+	sec[secSeries] = withOffsetTable(uint32(len(refs)), append([]byte{flags}, be32s(offs)...), recs)
 
 	// Groups: count, offset table, records.
 	recs = recs[:0:0]
@@ -184,7 +245,7 @@ func writeIndex(path string, groups []groupRec, meta *Meta) error {
 			recs = binary.AppendUvarint(recs, symRef[l.Value])
 		})
 	}
-	sec[secGroups] = withOffsetTable(uint32(len(offs)), offs, recs)
+	sec[secGroups] = withOffsetTable(uint32(len(offs)), be32s(offs), recs)
 
 	// Postings and the label index.
 	names := make([]string, 0, len(postings))
@@ -282,12 +343,21 @@ func commonLabels(members []labels.Labels) labels.Labels {
 	return b.Labels()
 }
 
-// withOffsetTable returns n (uint32), the offsets (uint32 each, relative to the records' start) and the records.
-func withOffsetTable(n uint32, offs []uint32, recs []byte) []byte {
-	b := make([]byte, 0, 4+4*len(offs)+len(recs))
+// withOffsetTable returns n (uint32), table (the offsets, uint32 each
+// relative to the records' start, after a flags byte in the series section
+// of version 7) and the records.
+func withOffsetTable(n uint32, table, recs []byte) []byte {
+	b := make([]byte, 0, 4+len(table)+len(recs))
 	b = binary.BigEndian.AppendUint32(b, n)
-	for _, o := range offs {
-		b = binary.BigEndian.AppendUint32(b, o)
-	}
+	b = append(b, table...)
 	return append(b, recs...)
+}
+
+// be32s returns xs as big-endian uint32s.
+func be32s(xs []uint32) []byte {
+	b := make([]byte, 0, 4*len(xs))
+	for _, x := range xs {
+		b = binary.BigEndian.AppendUint32(b, x)
+	}
+	return b
 }

@@ -18,7 +18,8 @@ import (
 // any other as deltas, and both decode to the ids of the series with that
 // label pair; a column directory leaves out the members exactly when they
 // are 0..n-1; series records list their tables exactly when the member
-// lacks some chunk of its group's shared table. Each case must occur.
+// lacks some chunk of its group's shared table, and leave out the first
+// label name's pair exactly when every series has it. Each case must occur.
 func TestCompactLayouts(t *testing.T) {
 	var runs, lists, dense, sparse, listed, unlisted int
 	for seed := uint64(1); seed <= 12; seed++ {
@@ -123,12 +124,41 @@ func TestCompactLayouts(t *testing.T) {
 			}
 		}
 	}
+	// The first label name's pair is left out of the records exactly when
+	// every series has it, and the labels read back are those written.
+	var omitted, kept int
+	for blk := range 12 {
+		lead := []string{"", "__name__", "Aa"}[blk%3]
+		lsets, gs := randomLabelSets(rng12(blk), 1+blk*40, lead)
+		b := writeTestBlock(t, &testBlock{groups: gs, mint: 0, maxt: 2000}, WriteOptions{})
+		every := true
+		for id := range lsets {
+			l, err := b.Labels(uint32(id))
+			if err != nil || !labels.Equal(l, lsets[id]) {
+				t.Fatalf("block %d series %d: %s (%v), want %s", blk, id, l, err, lsets[id])
+			}
+			every = every && l.Has(b.names[0].name)
+		}
+		if got := b.sec[secSeries][4]&seriesLeadOmitted != 0; got != every || got != (b.leadFirsts != nil) {
+			t.Fatalf("block %d: first name %q left out %v, every series has it %v", blk, b.names[0].name, got, every)
+		}
+		if every {
+			omitted++
+		} else {
+			kept++
+		}
+	}
+	if omitted == 0 || kept == 0 {
+		t.Fatalf("first label name left out in %d blocks, kept in %d: a case is missing", omitted, kept)
+	}
 	if runs == 0 || lists == 0 || dense == 0 || sparse == 0 || listed == 0 || unlisted == 0 {
 		t.Fatalf("runs %d lists %d, directories dense %d sparse %d, series listed %d unlisted %d: a case is missing",
 			runs, lists, dense, sparse, listed, unlisted)
 	}
 	t.Logf("runs %d lists %d, directories dense %d sparse %d, series listed %d unlisted %d", runs, lists, dense, sparse, listed, unlisted)
 }
+
+func rng12(i int) *rand.Rand { return rand.New(rand.NewPCG(uint64(i), 12)) }
 
 // TestPatchedDecimalColumns: a counter of two decimals with a float
 // artifact now and then and a staleness marker at its end is a decimal

@@ -44,11 +44,14 @@ type Block struct {
 	symData    []byte
 	// Version 7: series records by stride and length, record heads that
 	// say whether tables are listed, postings runs.
-	compact  bool
-	nseries  int
-	ngroups  int
-	names    []nameEntry
-	verified sync.Map // chunk offset → struct{}: CRC already checked
+	compact bool
+	// Version 7, seriesLeadOmitted: the records leave out the pair of the
+	// first label name, whose runs (first ids, value symbols) give it.
+	leadFirsts, leadVals []uint32
+	nseries              int
+	ngroups              int
+	names                []nameEntry
+	verified             sync.Map // chunk offset → struct{}: CRC already checked
 	// perGroup holds, by group, what is parsed once: the chunk lists of
 	// groups with many members and (version 3) the symbol references of
 	// the labels all members share.
@@ -215,6 +218,7 @@ func (b *Block) openIndex() error {
 	if b.nseries, err = tableCount(b.sec[secSeries], stride); err != nil {
 		return fmt.Errorf("series section: %w", err)
 	}
+
 	if b.ngroups, err = tableCount(b.sec[secGroups], 1); err != nil {
 		return fmt.Errorf("groups section: %w", err)
 	}
@@ -252,17 +256,49 @@ func (b *Block) openIndex() error {
 	if d.err != nil {
 		return fmt.Errorf("label index: %w: %w", d.err, ErrCorrupt)
 	}
+	if b.compact && b.sec[secSeries][4]&seriesLeadOmitted != 0 {
+		return b.loadLead()
+	}
+	return nil
+}
+
+// loadLead keeps the runs of the first label name, whose pair the series
+// records leave out (version 7, seriesLeadOmitted): their first ids and
+// value symbols, 8 bytes per value.
+func (b *Block) loadLead() error {
+	e := b.leadingName()
+	if e == nil {
+		return fmt.Errorf("series records leave out the first label name, whose postings are not runs over every series: %w", ErrCorrupt)
+	}
+	for i := 0; i+8 <= len(e.values); i += 8 {
+		l, err := b.plistAt(binary.BigEndian.Uint32(e.values[i+4:]), true)
+		if err != nil {
+			return err
+		}
+		if l.n > 0 {
+			b.leadFirsts = append(b.leadFirsts, l.first)
+			b.leadVals = append(b.leadVals, binary.BigEndian.Uint32(e.values[i:]))
+		}
+	}
+	if len(b.leadFirsts) == 0 || b.leadFirsts[0] != 0 {
+		return fmt.Errorf("runs of the first label name do not start at series 0: %w", ErrCorrupt)
+	}
 	return nil
 }
 
 // tableCount validates the count and offset table of the series or groups section.
-// The table has an entry for every stride-th record.
+// The table has an entry for every stride-th record; with a stride above
+// one (the series section of version 7) it follows a flags byte.
 func tableCount(s []byte, stride int) (int, error) {
 	if len(s) < 4 {
 		return 0, fmt.Errorf("too short: %w", ErrCorrupt)
 	}
 	n := uint64(binary.BigEndian.Uint32(s))
-	if 4+4*((n+uint64(stride)-1)/uint64(stride)) > uint64(len(s)) {
+	head := uint64(4)
+	if stride > 1 {
+		head++
+	}
+	if head+4*((n+uint64(stride)-1)/uint64(stride)) > uint64(len(s)) {
 		return 0, fmt.Errorf("count %d exceeds section: %w", n, ErrCorrupt)
 	}
 	return int(n), nil
@@ -376,7 +412,7 @@ func (b *Block) seriesRecord(id int) ([]byte, error) {
 	if id < 0 || id >= b.nseries {
 		return nil, fmt.Errorf("record %d of %d: %w", id, b.nseries, ErrCorrupt)
 	}
-	o := uint64(4+4*((b.nseries+seriesStride-1)/seriesStride)) + uint64(binary.BigEndian.Uint32(s[4+4*(id/seriesStride):]))
+	o := uint64(5+4*((b.nseries+seriesStride-1)/seriesStride)) + uint64(binary.BigEndian.Uint32(s[5+4*(id/seriesStride):]))
 	for k := id % seriesStride; ; k-- {
 		if o >= uint64(len(s)) {
 			return nil, fmt.Errorf("record %d offset out of range: %w", id, ErrCorrupt)
@@ -409,6 +445,18 @@ func (b *Block) series(id uint32, lb *labels.ScratchBuilder, tables []memberTabl
 	nl, listed := d.uvarintInt(2*len(rec)+1), true
 	if b.compact {
 		nl, listed = nl>>1, nl&1 == 1
+	}
+	if lb != nil && b.leadFirsts != nil {
+		// Version 7: the first label name's pair, from its runs.
+		k, _ := slices.BinarySearch(b.leadFirsts, id+1)
+		if k == 0 {
+			return si, fmt.Errorf("%s: series %d before the first run of %q: %w", b.indexPath, id, b.names[0].name, ErrCorrupt)
+		}
+		v, err := b.symbolBytes(uint64(b.leadVals[k-1]))
+		if err != nil {
+			return si, fmt.Errorf("%s: series %d: %w", b.indexPath, id, err)
+		}
+		lb.Add(b.names[0].name, scratchString(v))
 	}
 	// Version 3: the series' own pairs are merged with those its group's
 	// members share, both in label order, instead of sorted after.
