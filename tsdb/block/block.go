@@ -29,8 +29,9 @@ const (
 // version 5 native histogram columns (column types 4 and 5); version 6 added
 // the optional starts file; version 7 made the index and column directories
 // smaller (series records found by stride and length, postings runs, column
-// directories without members when they are 0..n-1) and added patched
-// decimal streams (bit 5 of the order byte). Older blocks are read as they are, and a tandem
+// directories without members when they are 0..n-1, column stats relative
+// to the first value) and added patched decimal streams (bit 5 of the order
+// byte). Older blocks are read as they are, and a tandem
 // that knows an older version refuses newer blocks.
 const FormatVersion = 7
 

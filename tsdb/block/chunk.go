@@ -219,35 +219,8 @@ func (e *chunkEncoder) encodeColumn(dst []byte, ts []int64, c colInput) []byte {
 		return binary.LittleEndian.AppendUint64(append(dst, colConstFloat), math.Float64bits(v))
 	}
 	dst = appendPresence(append(dst, colFloat), ts, c.rows)
-	mn, mx, sum := colStats(c.vals)
-	fv, lv := c.vals[0], c.vals[n-1]
-	fb := math.Float64bits(fv)
-	var mask byte
-	stats := [...]float64{mn, mx, sum, lv}
-	for i, v := range stats {
-		if math.Float64bits(v) != fb {
-			mask |= 1 << uint(i)
-		}
-	}
-	if mask&statSum != 0 && !math.IsNaN(fv) && math.Float64bits(fv*float64(n)) == math.Float64bits(sum) {
-		mask = mask&^statSum | statSumIsFirstTimesCount // e.g. every constant column
-	}
-	ints := isInt(fv)
-	for i, v := range stats {
-		if mask&(1<<uint(i)) != 0 && !isInt(v) {
-			ints = false
-		}
-	}
-	if ints {
-		mask |= statInts
-	}
-	dst = append(dst, mask)
-	dst = appendStat(dst, fv, ints)
-	for i, v := range stats {
-		if mask&(1<<uint(i)) != 0 {
-			dst = appendStat(dst, v, ints)
-		}
-	}
+	dst = appendStats(dst, c.vals)
+	fb := math.Float64bits(c.vals[0])
 
 	constant := true
 	for _, v := range c.vals[1:] {
@@ -488,27 +461,8 @@ func (c *chunkView) column(i int) (colView, error) {
 	if err := c.presence(i, &d, &v); err != nil {
 		return v, err
 	}
-	mask := d.byte1()
-	ints := mask&statInts != 0
-	if d.err == nil && (mask&(statSum|statSumIsFirstTimesCount) == statSum|statSumIsFirstTimesCount || mask >= 1<<6) {
-		return v, fmt.Errorf("column %d: stat mask %#x: %w", i, mask, ErrCorrupt)
-	}
-	v.first = d.stat(ints)
-	v.min, v.max, v.sum, v.last = v.first, v.first, v.first, v.first
-	if mask&statMin != 0 {
-		v.min = d.stat(ints)
-	}
-	if mask&statMax != 0 {
-		v.max = d.stat(ints)
-	}
-	if mask&statSum != 0 {
-		v.sum = d.stat(ints)
-	}
-	if mask&statSumIsFirstTimesCount != 0 {
-		v.sum = v.first * float64(v.count)
-	}
-	if mask&statLast != 0 {
-		v.last = d.stat(ints)
+	if err := d.readStats(i, &v); err != nil {
+		return v, err
 	}
 	v.enc = d.byte1()
 	switch v.enc {
