@@ -327,7 +327,7 @@ type DecimalDecoder struct {
 
 // Reset prepares the decoder to read n values from b.
 func (d *DecimalDecoder) Reset(b []byte, n int) {
-	*d = DecimalDecoder{n: max(n, 0), x: patches{next: -1}}
+	*d = DecimalDecoder{n: max(n, 0)}
 	d.r.reset(b)
 	d.err = d.header()
 }
@@ -416,7 +416,7 @@ func (d *DecimalDecoder) Next() bool {
 			d.m += d.d
 		}
 	}
-	if d.x.hit = d.i == d.x.next; d.x.hit {
+	if d.x.hit = d.i+1 == d.x.at; d.x.hit {
 		d.x.cur = d.x.val
 		d.x.advance()
 	}
@@ -531,7 +531,7 @@ func (d *DecimalDecoder) AppendNext(dst []float64, skip, k int) []float64 {
 		dst = d.accumulate(dst, vals, drop)
 		skip, k = skip-drop, k-(got-drop)
 		d.i += got
-		if d.x.next >= 0 || d.x.hit {
+		if d.x.at > 0 || d.x.hit {
 			d.x.patch(dst[len(dst)-(got-drop):], d.i)
 		}
 		if got < c {

@@ -121,7 +121,7 @@ type patches struct {
 	r    bitReader // at the next entry
 	left int       // entries after the next
 	iw   uint      // bits of an index
-	next int       // index of the next entry; -1 when there is none
+	at   int       // index+1 of the next entry; 0 when there is none (the zero value)
 	val  float64   // its value
 	hit  bool      // the value decoded last is a patch: At returns cur
 	cur  float64
@@ -141,7 +141,7 @@ func (d *DecimalDecoder) readPatches() error {
 	if c == 0 || c > uint64(d.n) || iw > 32 {
 		return fmt.Errorf("decimal patches: %d of %d values, %d-bit indices: %w", c, d.n, iw, ErrMalformed)
 	}
-	d.x = patches{r: d.r, left: int(c), iw: uint(iw), next: -1}
+	d.x = patches{r: d.r, left: int(c), iw: uint(iw)}
 	prev := -1
 	for range c {
 		i, ok := d.r.readBits(uint(iw))
@@ -160,12 +160,12 @@ func (d *DecimalDecoder) readPatches() error {
 // advance loads the next entry (checked by readPatches).
 func (x *patches) advance() {
 	if x.left == 0 {
-		x.next = -1
+		x.at = 0
 		return
 	}
 	i, _ := x.r.readBits(x.iw)
 	v, _ := x.r.readBits(64)
-	x.next, x.val, x.left = int(i), math.Float64frombits(v), x.left-1
+	x.at, x.val, x.left = int(i)+1, math.Float64frombits(v), x.left-1
 }
 
 // patch writes the patches of stream indices below to into vals, which
@@ -174,11 +174,11 @@ func (x *patches) advance() {
 func (x *patches) patch(vals []float64, to int) {
 	x.hit = false
 	first := to - len(vals)
-	for x.next >= 0 && x.next < to {
-		if x.next >= first {
-			vals[x.next-first] = x.val
+	for x.at > 0 && x.at <= to {
+		if x.at > first {
+			vals[x.at-1-first] = x.val
 		}
-		if x.next == to-1 {
+		if x.at == to {
 			x.hit, x.cur = true, x.val
 		}
 		x.advance()
