@@ -218,7 +218,6 @@ func (b *Block) openIndex() error {
 	if b.nseries, err = tableCount(b.sec[secSeries], stride); err != nil {
 		return fmt.Errorf("series section: %w", err)
 	}
-
 	if b.ngroups, err = tableCount(b.sec[secGroups], 1); err != nil {
 		return fmt.Errorf("groups section: %w", err)
 	}

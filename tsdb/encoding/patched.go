@@ -28,6 +28,19 @@ func DecimalScalePatched(vals []float64, maxScale int, ms []int64, exc []int32) 
 	maxScale = min(maxScale, MaxDecimalScale)
 	n := len(vals)
 	ms = ms[:n]
+	// Columns of arbitrary floats (most values not decimals) are common:
+	// the first values decide for them.
+	if head := vals[:min(n, 16)]; len(head) == 16 {
+		none := 0
+		for _, v := range head {
+			if smallestScale(v, maxScale) > maxScale {
+				none++
+			}
+		}
+		if 4*none > len(head) {
+			return 0, exc, false
+		}
+	}
 	var hist [MaxDecimalScale + 2]int // values whose smallest scale is s; hist[maxScale+1]: none
 	for _, v := range vals {
 		s := smallestScale(v, maxScale)
