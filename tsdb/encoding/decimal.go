@@ -531,7 +531,7 @@ func (d *DecimalDecoder) AppendNext(dst []float64, skip, k int) []float64 {
 		dst = d.accumulate(dst, vals, drop)
 		skip, k = skip-drop, k-(got-drop)
 		d.i += got
-		if d.x.at > 0 || d.x.hit {
+		if got > 0 && (d.x.at > 0 || d.x.hit) {
 			d.x.patch(dst[len(dst)-(got-drop):], d.i)
 		}
 		if got < c {

@@ -166,28 +166,42 @@ func FuzzDecimal(f *testing.F) {
 		}
 		// AppendNext, in uneven slices with skips, yields the same values
 		// up to the same error.
-		var a DecimalDecoder
-		a.Reset(b, n)
-		var got []float64
-		for i, take := 0, 1; a.Err() == nil && i < n; take = take%150 + 7 {
-			skip := 0
-			if take%3 == 0 {
-				skip = take / 3
-			}
-			before := len(got)
-			got = a.AppendNext(got, skip, take)
-			for j := before; j < len(got); j++ {
-				k := i + skip + j - before
-				if k >= len(want) || math.Float64bits(got[j]) != math.Float64bits(want[k]) {
-					t.Fatalf("AppendNext value %d: %v, Next gave %v", k, got[j], want)
-				}
-			}
-			i += skip + take
-		}
+		a := checkAppendNextSlices(t, b, n, want, func(take int) int { return take%150 + 7 })
 		if (a.Err() == nil) != (d.Err() == nil) {
 			t.Fatalf("AppendNext error %v, Next error %v", a.Err(), d.Err())
 		}
 	})
+}
+
+// checkAppendNextSlices decodes the n values of enc with AppendNext in
+// slices (take values from step, after take/3 skipped when take is a
+// multiple of 3) until the end or an error, fails unless every value is
+// want's at its index bit for bit and At is the last value appended, and
+// returns the decoder for its error.
+func checkAppendNextSlices(t *testing.T, enc []byte, n int, want []float64, step func(take int) int) *DecimalDecoder {
+	t.Helper()
+	var a DecimalDecoder
+	a.Reset(enc, n)
+	var got []float64
+	for i, take := 0, 1; a.Err() == nil && i < n; take = step(take) {
+		skip := 0
+		if take%3 == 0 {
+			skip = take / 3
+		}
+		before := len(got)
+		got = a.AppendNext(got, skip, take)
+		for j := before; j < len(got); j++ {
+			k := i + skip + j - before
+			if k >= len(want) || math.Float64bits(got[j]) != math.Float64bits(want[k]) {
+				t.Fatalf("AppendNext value %d: %v, want %v", k, got[j], want)
+			}
+		}
+		if len(got) > before && math.Float64bits(a.At()) != math.Float64bits(got[len(got)-1]) {
+			t.Fatalf("At after AppendNext: %v, last appended %v", a.At(), got[len(got)-1])
+		}
+		i += skip + take
+	}
+	return &a
 }
 
 // FuzzDecimalRoundTrip encodes mantissas made of the input (in steps of q

@@ -37,29 +37,8 @@ func checkPatched(t *testing.T, vals []float64) (enc []byte, whole int, ok bool)
 		t.Fatalf("after %d values: another, or %v", len(vals), d.Err())
 	}
 	for _, stride := range []int{1, 5, 7, 130} {
-		var a DecimalDecoder
-		a.Reset(enc, len(vals))
-		var got []float64
-		for i, take := 0, 1; i < len(vals); take = take%stride + 1 {
-			skip := 0
-			if take%3 == 0 {
-				skip = take / 3
-			}
-			before := len(got)
-			got = a.AppendNext(got, skip, take)
-			for j := before; j < len(got); j++ {
-				w := vals[i+skip+j-before]
-				if math.Float64bits(got[j]) != math.Float64bits(w) {
-					t.Fatalf("AppendNext (stride %d) value %d: %v, want %v", stride, i+skip+j-before, got[j], w)
-				}
-			}
-			if len(got) > before && math.Float64bits(a.At()) != math.Float64bits(got[len(got)-1]) {
-				t.Fatalf("At after AppendNext: %v, last appended %v", a.At(), got[len(got)-1])
-			}
-			i += skip + take
-			if a.Err() != nil {
-				t.Fatal(a.Err())
-			}
+		if a := checkAppendNextSlices(t, enc, len(vals), vals, func(take int) int { return take%stride + 1 }); a.Err() != nil {
+			t.Fatalf("stride %d: %v", stride, a.Err())
 		}
 	}
 	return enc, len(exc), true
