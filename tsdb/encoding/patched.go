@@ -27,6 +27,9 @@ const orderPatched = 0x20
 func DecimalScalePatched(vals []float64, maxScale int, ms []int64, exc []int32) (int, []int32, bool) {
 	maxScale = min(maxScale, MaxDecimalScale)
 	n := len(vals)
+	if maxScale < 0 || n == 0 {
+		return 0, exc, false
+	}
 	ms = ms[:n]
 	// Columns of arbitrary floats (most values not decimals) are common:
 	// the first values decide for them.
