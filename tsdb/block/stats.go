@@ -84,8 +84,8 @@ func appendStats(dst []byte, vals []float64) []byte {
 			}
 		}
 	default:
-		vals := [4]float64{fv, stats[0], stats[1], stats[3]}
-		k, ok := encoding.DecimalScale(vals[:], encoding.MaxDecimalScale, ms[:])
+		sv := [4]float64{fv, stats[0], stats[1], stats[3]}
+		k, ok := encoding.DecimalScale(sv[:], encoding.MaxDecimalScale, ms[:])
 		if !ok {
 			return dst
 		}
