@@ -37,6 +37,11 @@ const seriesStride = 16
 // is left out of the records: the runs of its postings give it.
 const seriesLeadOmitted = 1
 
+// seriesAllSampled, in the same flags byte, says that every series of the
+// block has samples in it: a range that covers the block needs no chunk
+// read to tell which series it holds.
+const seriesAllSampled = 2
+
 // seriesRef identifies a member of a group during index building.
 type seriesRef struct {
 	g, m int
@@ -213,6 +218,15 @@ func writeIndex(path string, groups []groupRec, meta *Meta) error {
 	var flags byte
 	if omitLead {
 		flags |= seriesLeadOmitted
+	}
+	sampled := true
+	for g := range groups {
+		for _, mts := range groups[g].memberTables {
+			sampled = sampled && len(mts) > 0 // every column has samples
+		}
+	}
+	if sampled {
+		flags |= seriesAllSampled
 	}
 	sec[secSeries] = withOffsetTable(uint32(len(refs)), append([]byte{flags}, be32s(offs)...), recs)
 

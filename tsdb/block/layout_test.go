@@ -230,3 +230,61 @@ func TestPatchedDecimalColumns(t *testing.T) {
 		t.Fatalf("ReadGroup: %d values", len(rc.Values))
 	}
 }
+
+// TestSeriesInAllSampled: a block whose every series has samples says so
+// (version 7), and SeriesIn over a range covering the block then answers
+// from the index alone; with a member without samples it does not, and
+// that member is not in range. Either way SeriesIn agrees with the
+// series' chunk statistics over every range tried.
+func TestSeriesInAllSampled(t *testing.T) {
+	var all, some int
+	for seed := uint64(1); seed <= 12; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 31))
+		tb := genBlock(rng, 1+rng.IntN(4))
+		if seed%3 == 0 {
+			g := &tb.groups[0]
+			g.Members = append(g.Members, labels.FromStrings("__name__", "never_sampled", "instance", "x"))
+		}
+		sampled := true // every member has a column somewhere
+		for _, g := range tb.groups {
+			has := make([]bool, len(g.Members))
+			for _, tab := range g.Tables {
+				for _, c := range tab.Columns {
+					has[c.Member] = true
+				}
+			}
+			sampled = sampled && !slices.Contains(has, false)
+		}
+		b := writeTestBlock(t, tb, WriteOptions{ChunkRows: 40})
+		if b.allSampled != sampled {
+			t.Fatalf("seed %d: block says every series sampled %v, the input %v", seed, b.allSampled, sampled)
+		}
+		if sampled {
+			all++
+		} else {
+			some++
+		}
+		m := b.Meta()
+		var sc SeriesScratch
+		for _, r := range [][2]int64{{m.MinTime, m.MaxTime - 1}, {math.MinInt64, math.MaxInt64}, {m.MinTime + 1, m.MaxTime}, {m.MaxTime, math.MaxInt64}} {
+			for id := range uint32(b.NumSeries()) {
+				stats, err := b.ChunkStats(id, r[0], r[1])
+				if err != nil {
+					t.Fatal(err)
+				}
+				l, in, err := b.SeriesIn(id, r[0], r[1], &sc)
+				if err != nil || in != (len(stats) > 0) {
+					t.Fatalf("seed %d range %v series %d: in %v (%v), %d chunks in range", seed, r, id, in, err, len(stats))
+				}
+				if in {
+					if want, _ := b.Labels(id); !labels.Equal(l, want) {
+						t.Fatalf("seed %d series %d: %s, want %s", seed, id, l, want)
+					}
+				}
+			}
+		}
+	}
+	if all == 0 || some == 0 {
+		t.Fatalf("blocks with every series sampled %d, with some not %d: a case is missing", all, some)
+	}
+}

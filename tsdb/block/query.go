@@ -165,6 +165,10 @@ func (b *Block) seriesIn(id uint32, mint, maxt int64, sc *SeriesScratch, newest 
 	if err != nil {
 		return labels.EmptyLabels(), false, err
 	}
+	if !newest && b.allSampled && mint <= b.meta.MinTime && maxt >= b.meta.MaxTime-1 {
+		// Version 7: every series has samples, all of them in range.
+		return sc.lb.Labels(), true, nil
+	}
 	in, tie := false, false
 	var last colView
 	err = b.columnsIn(si, mint, maxt, &sc.cms, func(col colView) bool {

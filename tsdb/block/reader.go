@@ -48,6 +48,8 @@ type Block struct {
 	// Version 7, seriesLeadOmitted: the records leave out the pair of the
 	// first label name, whose runs (first ids, value symbols) give it.
 	leadFirsts, leadVals []uint32
+	// Version 7, seriesAllSampled: every series has samples in the block.
+	allSampled bool
 	nseries              int
 	ngroups              int
 	names                []nameEntry
@@ -254,6 +256,9 @@ func (b *Block) openIndex() error {
 	}
 	if d.err != nil {
 		return fmt.Errorf("label index: %w: %w", d.err, ErrCorrupt)
+	}
+	if b.compact {
+		b.allSampled = b.sec[secSeries][4]&seriesAllSampled != 0
 	}
 	if b.compact && b.sec[secSeries][4]&seriesLeadOmitted != 0 {
 		return b.loadLead()
