@@ -50,10 +50,10 @@ type Block struct {
 	leadFirsts, leadVals []uint32
 	// Version 7, seriesAllSampled: every series has samples in the block.
 	allSampled bool
-	nseries              int
-	ngroups              int
-	names                []nameEntry
-	verified             sync.Map // chunk offset → struct{}: CRC already checked
+	nseries    int
+	ngroups    int
+	names      []nameEntry
+	verified   sync.Map // chunk offset → struct{}: CRC already checked
 	// perGroup holds, by group, what is parsed once: the chunk lists of
 	// groups with many members and (version 3) the symbol references of
 	// the labels all members share.
