@@ -168,10 +168,10 @@ func FuzzOpenIndex(f *testing.F) {
 	f.Add(data)
 	f.Add(data[:len(data)/2])
 	f.Add([]byte{})
-	// Indexes of older versions (testdata), read by their own rules.
+	// The golden index of every version in testdata, each read by its own rules.
 	old, err := filepath.Glob(filepath.Join("testdata", "v*", "*", IndexFilename))
 	if err != nil || len(old) == 0 {
-		f.Fatalf("no index files of older versions in testdata: %v", err)
+		f.Fatalf("no golden index files in testdata: %v", err)
 	}
 	for _, p := range old {
 		data, err := os.ReadFile(p)

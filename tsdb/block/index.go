@@ -32,6 +32,13 @@ const (
 // section's offset table (version 7).
 const seriesStride = 16
 
+// The series section of version 7 starts with the series count (be32) and
+// a flags byte (seriesFlags); its offset table follows (seriesTableStart).
+const (
+	seriesFlags      = 4
+	seriesTableStart = 5
+)
+
 // seriesLeadOmitted, in the flags byte of the series section (version 7),
 // says that every series has the block's first label name and that its pair
 // is left out of the records: the runs of its postings give it.
@@ -176,7 +183,8 @@ func writeIndex(path string, groups []groupRec, meta *Meta) error {
 
 	// Series: count, the offsets of every seriesStride-th record, records
 	// each preceded by its length.
-	var recs, rec []byte
+	var recs, rec, pairs []byte
+	var npairs int
 	offs := make([]uint32, 0, (len(refs)+seriesStride-1)/seriesStride)
 	for i, r := range refs {
 		if i%seriesStride == 0 {
@@ -186,9 +194,11 @@ func writeIndex(path string, groups []groupRec, meta *Meta) error {
 		mts := groups[r.g].memberTables[r.m]
 		// The common case, every chunk of the group's shared table, lists no tables.
 		listed := len(mts) != 1 || mts[0] != (memberTable{table: 0, first: 0, last: len(groups[r.g].tables[0]) - 1})
-		npairs := 0
+		pairs, npairs = pairs[:0], 0
 		l.Range(func(p labels.Label) {
 			if own(r, p) {
+				pairs = binary.AppendUvarint(pairs, symRef[p.Name])
+				pairs = binary.AppendUvarint(pairs, symRef[p.Value])
 				npairs++
 			}
 		})
@@ -196,13 +206,7 @@ func writeIndex(path string, groups []groupRec, meta *Meta) error {
 		if listed {
 			head |= 1
 		}
-		rec = binary.AppendUvarint(rec[:0], head)
-		l.Range(func(p labels.Label) {
-			if own(r, p) {
-				rec = binary.AppendUvarint(rec, symRef[p.Name])
-				rec = binary.AppendUvarint(rec, symRef[p.Value])
-			}
-		})
+		rec = append(binary.AppendUvarint(rec[:0], head), pairs...)
 		rec = binary.AppendUvarint(rec, uint64(groupID[r.g]))
 		rec = binary.AppendUvarint(rec, uint64(r.m))
 		if listed {

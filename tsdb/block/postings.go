@@ -276,12 +276,11 @@ func (b *Block) plistAt(off uint32, first bool) (plist, error) {
 		return plist{}, fmt.Errorf("%s: postings offset %d out of range: %w", b.indexPath, off, ErrCorrupt)
 	}
 	d := decbuf{b: p[off:]}
-	l := plist{off: off}
-	if b.compact {
-		l.n = d.uvarintInt(2*b.nseries+1) >> 1
-	} else {
-		l.n = d.uvarintInt(b.nseries)
+	n, _ := b.listHead(d.uvarint())
+	if d.err == nil && n > uint64(b.nseries) {
+		d.err = errBadVarint
 	}
+	l := plist{off: off, n: int(n)}
 	// A run's first id and a list's first delta are both the first id.
 	if first && l.n > 0 {
 		id := d.uvarint()
@@ -296,6 +295,15 @@ func (b *Block) plistAt(off uint32, first bool) (plist, error) {
 	return l, nil
 }
 
+// listHead returns the count of a postings list and whether it is a run
+// (version 7) from the list's first varint.
+func (b *Block) listHead(h uint64) (n uint64, run bool) {
+	if b.compact {
+		return h >> 1, h&1 == 1
+	}
+	return h, false
+}
+
 // postingsAt decodes the ids up to limit of the postings list at off,
 // appending to dst. It reads the varints from a local slice: through a
 // decbuf, each step would store a pointer with a write barrier.
@@ -305,11 +313,8 @@ func (b *Block) postingsAt(off uint32, limit uint32, dst []uint32) ([]uint32, er
 		return dst, fmt.Errorf("%s: postings offset %d out of range: %w", b.indexPath, off, ErrCorrupt)
 	}
 	q := p[off:]
-	n, k := binary.Uvarint(q)
-	run := false
-	if b.compact {
-		n, run = n>>1, n&1 == 1
-	}
+	h, k := binary.Uvarint(q)
+	n, run := b.listHead(h)
 	if k <= 0 || n > uint64(b.nseries) {
 		return dst, fmt.Errorf("%s: postings at %d: bad count: %w", b.indexPath, off, ErrCorrupt)
 	}

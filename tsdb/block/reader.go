@@ -213,14 +213,14 @@ func (b *Block) openIndex() error {
 	}
 	b.compact = x[4] >= 7
 	var err error
-	stride := 1
+	head, stride := 4, 1
 	if b.compact {
-		stride = seriesStride
+		head, stride = seriesTableStart, seriesStride
 	}
-	if b.nseries, err = tableCount(b.sec[secSeries], stride); err != nil {
+	if b.nseries, err = tableCount(b.sec[secSeries], head, stride); err != nil {
 		return fmt.Errorf("series section: %w", err)
 	}
-	if b.ngroups, err = tableCount(b.sec[secGroups], 1); err != nil {
+	if b.ngroups, err = tableCount(b.sec[secGroups], 4, 1); err != nil {
 		return fmt.Errorf("groups section: %w", err)
 	}
 	b.perGroup = make([]groupParsed, b.ngroups) // 16 bytes per group, against the section's 4 or more
@@ -258,9 +258,9 @@ func (b *Block) openIndex() error {
 		return fmt.Errorf("label index: %w: %w", d.err, ErrCorrupt)
 	}
 	if b.compact {
-		b.allSampled = b.sec[secSeries][4]&seriesAllSampled != 0
+		b.allSampled = b.sec[secSeries][seriesFlags]&seriesAllSampled != 0
 	}
-	if b.compact && b.sec[secSeries][4]&seriesLeadOmitted != 0 {
+	if b.compact && b.sec[secSeries][seriesFlags]&seriesLeadOmitted != 0 {
 		return b.loadLead()
 	}
 	return nil
@@ -290,19 +290,15 @@ func (b *Block) loadLead() error {
 	return nil
 }
 
-// tableCount validates the count and offset table of the series or groups section.
-// The table has an entry for every stride-th record; with a stride above
-// one (the series section of version 7) it follows a flags byte.
-func tableCount(s []byte, stride int) (int, error) {
+// tableCount validates the count and offset table of the series or groups
+// section: the table starts at head and has an entry for every stride-th
+// record.
+func tableCount(s []byte, head, stride int) (int, error) {
 	if len(s) < 4 {
 		return 0, fmt.Errorf("too short: %w", ErrCorrupt)
 	}
 	n := uint64(binary.BigEndian.Uint32(s))
-	head := uint64(4)
-	if stride > 1 {
-		head++
-	}
-	if head+4*((n+uint64(stride)-1)/uint64(stride)) > uint64(len(s)) {
+	if uint64(head)+4*((n+uint64(stride)-1)/uint64(stride)) > uint64(len(s)) {
 		return 0, fmt.Errorf("count %d exceeds section: %w", n, ErrCorrupt)
 	}
 	return int(n), nil
@@ -416,7 +412,8 @@ func (b *Block) seriesRecord(id int) ([]byte, error) {
 	if id < 0 || id >= b.nseries {
 		return nil, fmt.Errorf("record %d of %d: %w", id, b.nseries, ErrCorrupt)
 	}
-	o := uint64(5+4*((b.nseries+seriesStride-1)/seriesStride)) + uint64(binary.BigEndian.Uint32(s[5+4*(id/seriesStride):]))
+	tab := s[seriesTableStart:]
+	o := uint64(seriesTableStart+4*((b.nseries+seriesStride-1)/seriesStride)) + uint64(binary.BigEndian.Uint32(tab[4*(id/seriesStride):]))
 	for k := id % seriesStride; ; k-- {
 		if o >= uint64(len(s)) {
 			return nil, fmt.Errorf("record %d offset out of range: %w", id, ErrCorrupt)
