@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 )
 
 const (
@@ -15,7 +16,10 @@ const (
 
 // XOREncoder appends float64 values with Gorilla XOR encoding; every bit pattern (NaN payloads, ±0, ±Inf) round-trips exactly.
 // It packs into 40 bytes (the bit writer's state is held unpadded here): the
-// head keeps one per series in every chunk being built.
+// head keeps one per series in every chunk being built. While every value
+// repeats the first (most of a node_exporter's series), the stream is held
+// without bytes: Constant reports it, and the bytes are written when another
+// value arrives or Bytes is called.
 type XOREncoder struct {
 	b        []byte // bitWriter.b
 	prev     uint64 // bits of the last value
@@ -30,6 +34,10 @@ func (e *XOREncoder) Append(v float64) {
 	vb := math.Float64bits(v)
 	x := vb ^ e.prev
 	if x == 0 && e.n > 0 { // a repeat: one 0 bit (unused bits are zero already)
+		if len(e.b) == 0 {
+			e.n++ // still constant: no bytes yet
+			return
+		}
 		if e.free == 0 {
 			e.b = append(e.b, 0)
 			e.free = 8
@@ -38,13 +46,15 @@ func (e *XOREncoder) Append(v float64) {
 		e.n++
 		return
 	}
-	b, free := e.b, uint(e.free)
 	if e.n == 0 {
-		b, free = appendBits(b, free, vb, 64)
-		e.leading = noWindow
-	} else {
-		b, free = e.appendXOR(b, free, x)
+		e.prev, e.leading, e.n = vb, noWindow, 1
+		return
 	}
+	b, free := e.b, uint(e.free)
+	if len(b) == 0 {
+		b, free = e.appendConstant(b)
+	}
+	b, free = e.appendXOR(b, free, x)
 	e.b, e.free, e.prev = b, uint8(free), vb
 	e.n++
 }
@@ -80,8 +90,36 @@ func (e *XOREncoder) appendXOR(b []byte, free uint, x uint64) ([]byte, uint) {
 	return appendBits(b, free, x>>trail, sig)
 }
 
-// Bytes returns the encoded stream; it aliases internal storage and its last byte may change on the next Append.
-func (e *XOREncoder) Bytes() []byte { return e.b }
+// Bytes returns the encoded stream; it aliases internal storage and its last
+// byte may change on the next Append. A stream that is still constant is
+// written into a new slice on each call.
+func (e *XOREncoder) Bytes() []byte {
+	if len(e.b) == 0 && e.n > 0 {
+		b, _ := e.appendConstant(nil)
+		return b
+	}
+	return e.b
+}
+
+// Constant returns the value of a stream whose values all repeat the first
+// one, held without bytes so far; ok is false once another value was
+// appended, and for an empty stream.
+func (e *XOREncoder) Constant() (v float64, ok bool) {
+	if e.n == 0 || len(e.b) > 0 {
+		return 0, false
+	}
+	return math.Float64frombits(e.prev), true
+}
+
+// appendConstant appends the stream of a constant encoder to b (empty): the
+// first value and a zero bit per repeat.
+func (e *XOREncoder) appendConstant(b []byte) ([]byte, uint) {
+	repeats := uint(e.n - 1)
+	b = slices.Grow(b, 16+int(repeats+7)/8)
+	b, _ = appendBits(b, 0, e.prev, 64)
+	b = append(b, make([]byte, (repeats+7)/8)...)
+	return b, (8 - repeats%8) % 8
+}
 
 // Count returns the number of appended values.
 func (e *XOREncoder) Count() int { return int(e.n) }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"math"
 	"testing"
+
+	"github.com/prometheus/prometheus/model/value"
 )
 
 // encodeXOR encodes vs and returns a copy of the bytes.
@@ -44,8 +46,19 @@ func equalBits(a, b []float64) bool {
 func checkXORRoundTrip(t *testing.T, vs []float64) {
 	t.Helper()
 	var e XOREncoder
-	for _, v := range vs {
+	constant := true
+	for i, v := range vs {
 		e.Append(v)
+		constant = constant && math.Float64bits(v) == math.Float64bits(vs[0])
+		if c, ok := e.Constant(); ok != constant || ok && math.Float64bits(c) != math.Float64bits(v) {
+			t.Fatalf("after %d values: Constant = %v, %v; the values so far are constant: %v", i+1, c, ok, constant)
+		}
+		if i < 40 { // every early prefix, held constant or not, decodes from Bytes
+			got, err := decodeXOR(bytes.Clone(e.Bytes()), i+1)
+			if err != nil || !equalBits(got, vs[:i+1]) {
+				t.Fatalf("after %d values: got %v, %v", i+1, got, err)
+			}
+		}
 	}
 	if e.Count() != len(vs) {
 		t.Fatalf("Count = %d, want %d", e.Count(), len(vs))
@@ -96,6 +109,17 @@ func TestXORRoundTrip(t *testing.T) {
 		vs[10], vs[11], vs[30] = stale, stale, stale
 		checkXORRoundTrip(t, vs)
 	})
+	t.Run("constant then changing", func(t *testing.T) {
+		// The bytes of a constant stream are written when a second value
+		// arrives, after any number of repeats (whole bytes of them or not).
+		for k := 1; k <= 20; k++ {
+			vs := make([]float64, k, k+5)
+			for i := range vs {
+				vs[i] = 7.5
+			}
+			checkXORRoundTrip(t, append(vs, 7.75, 7.75, math.Float64frombits(value.StaleNaN), 7.5, 8))
+		}
+	})
 	t.Run("single bits", func(t *testing.T) {
 		// Windows at every position: leading zero counts above the 31 cap, full 64-bit XORs.
 		var vs []float64
@@ -111,8 +135,14 @@ func TestXORRoundTrip(t *testing.T) {
 	})
 }
 
-// bitLen returns the number of bits written.
-func (e *XOREncoder) bitLen() int { return len(e.b)*8 - int(e.free) }
+// bitLen returns the number of bits of the stream, written or (while
+// constant) not yet.
+func (e *XOREncoder) bitLen() int {
+	if _, ok := e.Constant(); ok {
+		return 64 + int(e.n) - 1
+	}
+	return len(e.b)*8 - int(e.free)
+}
 
 func TestXORSizes(t *testing.T) {
 	// A constant column costs 64 bits plus one bit per repeat.
@@ -122,6 +152,9 @@ func TestXORSizes(t *testing.T) {
 	}
 	if got, want := e.bitLen(), 64+1000; got != want {
 		t.Errorf("constant: %d bits, want %d", got, want)
+	}
+	if len(e.b) != 0 || len(e.Bytes()) != (64+1000+7)/8 {
+		t.Errorf("constant: %d bytes held, Bytes gives %d", len(e.b), len(e.Bytes()))
 	}
 	// A change in a single bit position: first a new window (2+5+6+1 bits),
 	// then reuses of it (2+1 bits). Bit 40 keeps leading zeros under the cap.

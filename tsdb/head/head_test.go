@@ -989,3 +989,55 @@ func TestHeadSealsCompleteRows(t *testing.T) {
 	}
 	compareModels(t, want, readAll(t, h, math.MinInt64, math.MaxInt64))
 }
+
+// TestHeadConstantColumns reads columns of the chunk being built that are
+// held without bytes while constant (encoding.XOREncoder.Constant), after
+// every scrape, and again once frozen and after a replay: constant in every
+// row, constant with gaps, constant until a later value, and constant special
+// values whose bits must survive (-0, a NaN payload, the staleness marker).
+func TestHeadConstantColumns(t *testing.T) {
+	dir := t.TempDir()
+	mod := func(o *Options) { o.ChunkRows = 16 }
+	h := openHead(t, dir, mod)
+	values := []func(s int) (float64, bool){
+		func(s int) (float64, bool) { return 3.5, true },
+		func(s int) (float64, bool) { return 42, s%5 != 2 },
+		func(s int) (float64, bool) { return math.Copysign(0, -1), true },
+		func(s int) (float64, bool) { return math.Float64frombits(0x7ff8000000000001), true },
+		func(s int) (float64, bool) { return math.Float64frombits(value.StaleNaN), s%3 == 0 },
+		func(s int) (float64, bool) { // changes from the ninth scrape of each chunk
+			if s%16 < 8 {
+				return 1, true
+			}
+			return float64(s), true
+		},
+		func(s int) (float64, bool) { return float64(s / 7), true }, // constant runs across chunk cuts
+	}
+	want := model{}
+	for s := 0; s < 40; s++ {
+		var b Batch
+		ts := int64(s) * 15000
+		for m, f := range values {
+			v, ok := f(s)
+			if !ok {
+				continue
+			}
+			l := series("c", "job", "j", "instance", "i", "m", fmt.Sprint(m))
+			b.Series = append(b.Series, BatchSeries{Labels: l, Samples: []Sample{{T: ts, V: v}}})
+			want.Add(l, ts, v)
+		}
+		if res, err := h.AppendBatch(context.Background(), &b); err != nil || res.Err() != nil {
+			t.Fatal(err, res.Err())
+		}
+		compareModels(t, want, readAll(t, h, math.MinInt64, math.MaxInt64))
+	}
+	if n := h.counters.unaligned.Load(); n != 0 {
+		t.Fatalf("%d members unaligned, want all aligned", n)
+	}
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	h2 := openHead(t, dir, mod)
+	defer h2.Close()
+	compareModels(t, want, readAll(t, h2, math.MinInt64, math.MaxInt64))
+}

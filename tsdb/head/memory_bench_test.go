@@ -14,7 +14,11 @@ import (
 	"github.com/tandem-tsdb/tandem/workload"
 )
 
-var headMemProfile = flag.String("head-memprofile", "", "BenchmarkHeadMemory: write a heap profile of tandem's full head here (with -memprofilerate 1 for every object)")
+var (
+	headMemProfile = flag.String("head-memprofile", "", "BenchmarkHeadMemory: write a heap profile of tandem's full head here (with -memprofilerate 1 for every object)")
+	headMemTargets = flag.Int("head-memory-targets", 20, "BenchmarkHeadMemory: scrape targets of about 500 series each (2000 for the 1M-series shape)")
+	headMemScrapes = flag.Int("head-memory-scrapes", 240, "BenchmarkHeadMemory: scrapes of every target, 15 s apart (41 for the 1M-series shape's 10 minutes)")
+)
 
 // writeHeadProfile writes the heap profile -head-memprofile asks for.
 func writeHeadProfile(b *testing.B) {
@@ -44,7 +48,8 @@ func heapAfterGC() heapStats {
 type heapStats struct{ live, inUse uint64 }
 
 // BenchmarkHeadMemory appends one hour of a node_exporter-like workload (20
-// targets, about 10k series, 240 scrapes at 15 s) to tandem's head and to
+// targets, about 10k series, 240 scrapes at 15 s; -head-memory-targets and
+// -head-memory-scrapes set another shape) to tandem's head and to
 // Prometheus's head (both with a WAL, as in BenchmarkHeadAppend) and reports
 // the live heap each holds afterwards, per series and per sample.
 //
@@ -61,7 +66,7 @@ type heapStats struct{ live, inUse uint64 }
 // heap as mapped-bytes/series.
 func BenchmarkHeadMemory(b *testing.B) {
 	start := time.UnixMilli(1_790_006_400_000) // a multiple of 2h
-	scrapes, err := workload.Generate(workload.Options{Targets: 20, Scrapes: 240, Seed: 1, Start: start, Histogram: true})
+	scrapes, err := workload.Generate(workload.Options{Targets: *headMemTargets, Scrapes: *headMemScrapes, Seed: 1, Start: start, Histogram: true})
 	if err != nil {
 		b.Fatal(err)
 	}

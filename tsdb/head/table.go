@@ -395,6 +395,14 @@ func (sc *freezeScratch) addCol(cb *colBuilder, bm []uint64) colData {
 		sc.bits = append(sc.bits, bm...)
 		cd.bend = uint32(len(sc.bits))
 	}
+	if v, ok := cb.vals.Constant(); ok {
+		// Held without bytes while constant (encoding.XOREncoder).
+		cd.kind = colConst
+		cd.off = uint32(len(sc.data))
+		sc.data = binary.LittleEndian.AppendUint64(sc.data, math.Float64bits(v))
+		cd.end = uint32(len(sc.data))
+		return cd
+	}
 	xor := cb.vals.Bytes()
 	enc := xor
 	sc.vals = sc.vals[:0]
@@ -457,9 +465,15 @@ func (b *chunkBuilder) snapshotColTS(c int, ts []byte) *chunk {
 		return nil
 	}
 	n := cb.vals.Count()
-	one := &oneColChunk{chunk: chunk{minT: b.minT, maxT: b.maxT, rows: b.rows, ts: ts, data: slices.Clone(cb.vals.Bytes())}}
+	one := &oneColChunk{chunk: chunk{minT: b.minT, maxT: b.maxT, rows: b.rows, ts: ts}}
 	ch := &one.chunk
-	cd := colData{kind: colXOR, first: int32(cb.first), n: int32(n), end: uint32(len(ch.data))}
+	cd := colData{kind: colXOR, first: int32(cb.first), n: int32(n)}
+	if v, ok := cb.vals.Constant(); ok {
+		cd.kind, ch.data = colConst, binary.LittleEndian.AppendUint64(nil, math.Float64bits(v))
+	} else {
+		ch.data = slices.Clone(cb.vals.Bytes())
+	}
+	cd.end = uint32(len(ch.data))
 	if bm := b.bitmap(cb); bm != nil {
 		ch.bits = slices.Clone(bm)
 		cd.bend = uint32(len(bm))
