@@ -204,7 +204,7 @@ type HistogramEncoder struct {
 	sum    uint64
 	hint   histogram.CounterResetHint
 	k      uint
-	xor    XOREncoder // only its window state is used
+	xor    XORAppender // only its window state is used
 }
 
 // sameLayout reports whether h has the encoder's current layout, bit for bit.

@@ -19,7 +19,7 @@ type FloatHistogramEncoder struct {
 	vals  []float64        // the last row's counts: positive, negative, zero count
 	cur   []float64        // scratch: the row being appended
 	pred  []float64        // scratch: predictions
-	win   []XOREncoder     // per slot, then count and sum: only the XOR windows are used
+	win   []XORAppender    // per slot, then count and sum: only the XOR windows are used
 	count uint64
 	sum   uint64
 }

@@ -139,9 +139,9 @@ func TestXORRoundTrip(t *testing.T) {
 // constant) not yet.
 func (e *XOREncoder) bitLen() int {
 	if _, ok := e.Constant(); ok {
-		return 64 + int(e.n) - 1
+		return 64 + e.Count() - 1
 	}
-	return len(e.b)*8 - int(e.free)
+	return len(e.b)*8 - int(e.a.free)
 }
 
 func TestXORSizes(t *testing.T) {

@@ -290,7 +290,7 @@ func (ch *chunk) withCells(cells []cell, store *chunkStore) (*chunk, error) {
 	sc.data, sc.bits = sc.data[:0], sc.bits[:0]
 	for k := 0; k < n; k++ {
 		if cb := b.col(k); cb != nil {
-			sc.cols[k] = sc.addCol(cb, b.bitmap(cb))
+			sc.cols[k] = sc.addCol(cb, b.stream(cb), b.bitmap(cb))
 			continue
 		}
 		cd := ch.col(k)

@@ -243,24 +243,36 @@ type chunkBuilder struct {
 	minT, maxT int64
 	rows       int
 	ts         encoding.TSEncoder
-	cols       []colBuilder // by column, held by value: 48 bytes per member
+	cols       []colBuilder // by column, held by value: 32 bytes per member
 	bitmaps    [][]uint64   // presence bitmaps of the columns with gaps
+	// bufs holds the XOR streams of the columns whose values changed; a
+	// constant column has none (encoding.XORAppender).
+	bufs [][]byte
 	// hist, when not nil, is the chunk's only column: native histograms of
 	// a one-column table (histogram.go); cols is then empty.
 	hist *histColumn
 }
 
 type colBuilder struct {
-	vals  encoding.XOREncoder // no values: the column is absent from this chunk
-	first uint16              // first row with a value (rows per chunk are at most maxChunkRows)
-	last  uint16              // last row with a value
-	bm    int32               // 1 + index of the row presence bitmap; 0 while rows first..last are all present
+	vals  encoding.XORAppender // no values: the column is absent from this chunk
+	buf   int32                // 1 + index of the stream in chunkBuilder.bufs; 0 while constant
+	first uint16               // first row with a value (rows per chunk are at most maxChunkRows)
+	last  uint16               // last row with a value
+	bm    int32                // 1 + index of the row presence bitmap; 0 while rows first..last are all present
 }
 
 // maxChunkRows bounds the rows of a head chunk (colBuilder's row fields).
 const maxChunkRows = math.MaxUint16
 
 func (cb *colBuilder) empty() bool { return cb.vals.Count() == 0 }
+
+// stream returns cb's XOR stream so far: empty while the column is constant.
+func (b *chunkBuilder) stream(cb *colBuilder) []byte {
+	if cb.buf == 0 {
+		return nil
+	}
+	return b.bufs[cb.buf-1]
+}
 
 // newChunkBuilder returns a builder for a table of about ncols columns.
 func newChunkBuilder(ncols int) *chunkBuilder {
@@ -330,7 +342,15 @@ func (b *chunkBuilder) appendCell(c int, idx uint16, v float64) {
 		bm[idx>>6] |= 1 << (uint(idx) & 63)
 		b.bitmaps[cb.bm-1] = bm
 	}
-	cb.vals.Append(v)
+	if cb.buf == 0 {
+		if st := cb.vals.Append(nil, v); len(st) > 0 {
+			b.bufs = append(b.bufs, st)
+			cb.buf = int32(len(b.bufs))
+		}
+	} else {
+		st := &b.bufs[cb.buf-1]
+		*st = cb.vals.Append(*st, v)
+	}
 	cb.last = idx
 }
 
@@ -349,7 +369,7 @@ func (b *chunkBuilder) freeze(store *chunkStore) *chunk {
 	sc.data, sc.bits = sc.data[:0], sc.bits[:0]
 	for i := range b.cols {
 		if cb := &b.cols[i]; !cb.empty() {
-			sc.cols[i] = sc.addCol(cb, b.bitmap(cb))
+			sc.cols[i] = sc.addCol(cb, b.stream(cb), b.bitmap(cb))
 		}
 	}
 	if b.hist != nil {
@@ -385,9 +405,9 @@ type freezeScratch struct {
 	xd   encoding.XORDecoder
 }
 
-// addCol appends cb's values, re-encoded if smaller, and its presence bitmap
-// bm to the scratch chunk.
-func (sc *freezeScratch) addCol(cb *colBuilder, bm []uint64) colData {
+// addCol appends cb's values (its XOR stream st), re-encoded if smaller, and
+// its presence bitmap bm to the scratch chunk.
+func (sc *freezeScratch) addCol(cb *colBuilder, st []byte, bm []uint64) colData {
 	n := cb.vals.Count()
 	cd := colData{kind: colXOR, first: int32(cb.first), n: int32(n)}
 	if bm != nil {
@@ -395,15 +415,15 @@ func (sc *freezeScratch) addCol(cb *colBuilder, bm []uint64) colData {
 		sc.bits = append(sc.bits, bm...)
 		cd.bend = uint32(len(sc.bits))
 	}
-	if v, ok := cb.vals.Constant(); ok {
-		// Held without bytes while constant (encoding.XOREncoder).
+	if v, ok := cb.vals.Constant(st); ok {
+		// Held without bytes while constant (encoding.XORAppender).
 		cd.kind = colConst
 		cd.off = uint32(len(sc.data))
 		sc.data = binary.LittleEndian.AppendUint64(sc.data, math.Float64bits(v))
 		cd.end = uint32(len(sc.data))
 		return cd
 	}
-	xor := cb.vals.Bytes()
+	xor := st
 	enc := xor
 	sc.vals = sc.vals[:0]
 	sc.xd.Reset(xor, n)
@@ -468,10 +488,11 @@ func (b *chunkBuilder) snapshotColTS(c int, ts []byte) *chunk {
 	one := &oneColChunk{chunk: chunk{minT: b.minT, maxT: b.maxT, rows: b.rows, ts: ts}}
 	ch := &one.chunk
 	cd := colData{kind: colXOR, first: int32(cb.first), n: int32(n)}
-	if v, ok := cb.vals.Constant(); ok {
+	if st := b.stream(cb); len(st) == 0 {
+		v, _ := cb.vals.Constant(st)
 		cd.kind, ch.data = colConst, binary.LittleEndian.AppendUint64(nil, math.Float64bits(v))
 	} else {
-		ch.data = slices.Clone(cb.vals.Bytes())
+		ch.data = slices.Clone(st)
 	}
 	cd.end = uint32(len(ch.data))
 	if bm := b.bitmap(cb); bm != nil {
