@@ -33,8 +33,12 @@ const (
 	// re-write after a failed fsync: past it, a write fsyncs first (at the
 	// default 1 s sync interval that is over 1M samples/s). The copy is
 	// released at each segment rotation (a checkpoint rotates after every
-	// flush), so it is heap only while the WAL is busy.
+	// flush) and after a burst (shrinkPendingLocked), so it is heap only
+	// while the WAL is busy.
 	maxPending = 4 << 20
+	// minPending is the pending copy's first allocation; a larger one is
+	// released when fsyncs cover under a quarter of it (shrinkPendingLocked).
+	minPending = 64 << 10
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -406,7 +410,7 @@ func (w *WAL) writeLocked(frame []byte) (int64, error) {
 	if need := len(w.pending) + len(frame); need > cap(w.pending) {
 		// Double up to maxPending (append grows large slices by 1.25x:
 		// five times the final size allocated on the way).
-		p := make([]byte, len(w.pending), max(need, min(2*cap(w.pending), maxPending), 64<<10))
+		p := make([]byte, len(w.pending), max(need, min(2*cap(w.pending), maxPending), minPending))
 		copy(p, w.pending)
 		w.pending = p
 	}
@@ -490,6 +494,20 @@ func (w *WAL) resetPendingLocked() {
 	w.pending = w.pending[:0]
 }
 
+// shrinkPendingLocked releases the capacity a burst of writes left in
+// w.pending: when an fsync covered under a quarter of it (used bytes), the
+// buffer is cut to what it still holds, so a WAL idle after an ingest burst
+// does not keep up to maxPending of heap. Steady writes keep their buffer.
+func (w *WAL) shrinkPendingLocked(used int64) {
+	if c := cap(w.pending); c > minPending && used < int64(c/4) {
+		if len(w.pending) == 0 {
+			w.pending = nil
+		} else {
+			w.pending = slices.Clone(w.pending)
+		}
+	}
+}
+
 // setSynced raises w.synced to pos.
 func (w *WAL) setSynced(pos int64) {
 	for {
@@ -506,6 +524,9 @@ func (w *WAL) syncTo(pos int64) error {
 	w.syncMu.Lock()
 	defer w.syncMu.Unlock()
 	if w.synced.Load() >= pos {
+		w.mu.Lock()
+		w.shrinkPendingLocked(0) // idle: nothing logged since the last fsync
+		w.mu.Unlock()
 		return nil
 	}
 	w.mu.Lock()
@@ -540,9 +561,11 @@ func (w *WAL) syncTo(pos int64) error {
 		return err
 	}
 	if rel := target - s.base; rel > s.synced {
-		n := copy(w.pending, w.pending[rel-s.synced:])
+		used := rel - s.synced
+		n := copy(w.pending, w.pending[used:])
 		w.pending = w.pending[:n]
 		s.synced = rel
+		w.shrinkPendingLocked(used)
 	}
 	w.setSynced(target)
 	return nil

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -1010,5 +1011,65 @@ func TestNextSegmentAndTruncate(t *testing.T) {
 	}
 	if string(got) != "\x09" {
 		t.Fatalf("after truncation replayed %v, want [9]", got)
+	}
+}
+
+// TestPendingReleasedAfterBurst: the copy of not yet fsynced bytes grows
+// with a burst of writes and is released once fsyncs cover little of it, so
+// an idle WAL does not keep a burst's buffer; steady writes keep theirs.
+func TestPendingReleasedAfterBurst(t *testing.T) {
+	w := mustOpen(t, t.TempDir(), Options{SyncInterval: time.Hour})
+	defer w.Close()
+	pendingCap := func() int {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return cap(w.pending)
+	}
+	for i := 0; i < 200; i++ { // a burst: 2 MB between two fsyncs
+		if err := w.Log(payload(i, 10<<10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c := pendingCap(); c < 2<<20 {
+		t.Fatalf("pending capacity %d after a 2 MB burst", c)
+	}
+	if err := w.Sync(); err != nil { // covers the burst: kept for more of it
+		t.Fatal(err)
+	}
+	if c := pendingCap(); c < 2<<20 {
+		t.Fatalf("pending capacity %d right after the burst's fsync, want it kept", c)
+	}
+	if err := w.Sync(); err != nil { // idle
+		t.Fatal(err)
+	}
+	if c := pendingCap(); c != 0 {
+		t.Fatalf("pending capacity %d when idle, want 0", c)
+	}
+	// A small write after the burst gets a small buffer, still re-writable.
+	if err := w.Log(payload(1000, 100)); err != nil {
+		t.Fatal(err)
+	}
+	w.mu.Lock()
+	got := slices.Clone(w.pending)
+	w.mu.Unlock()
+	if len(got) != headerSize+100 || !bytes.Equal(got[headerSize:], payload(1000, 100)) {
+		t.Fatalf("pending after a small write: %d bytes", len(got))
+	}
+	if c := pendingCap(); c > minPending {
+		t.Fatalf("pending capacity %d for one small record", c)
+	}
+	// Steady writes: each fsync covers about the same amount, the buffer stays.
+	for round := 0; round < 4; round++ {
+		for i := 0; i < 50; i++ {
+			if err := w.Log(payload(i, 10<<10)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		if c := pendingCap(); round > 0 && c < 500<<10 {
+			t.Fatalf("round %d: pending capacity %d under steady writes of 500 kB per fsync", round, c)
+		}
 	}
 }
