@@ -75,10 +75,12 @@ func (tb *table) openRow(t int64) *row {
 	return nil
 }
 
-// maxFreeRows is how many sealed rows a table keeps for reuse: rows open
-// at one time once the group's scrapes are steady (the first minute of a
-// group, or a lagging sender, opens more, which are then dropped).
-const maxFreeRows = 2
+// maxFreeRows is how many sealed rows a table keeps for reuse. Once a
+// group's scrapes are steady, each scrape opens one row while the row before
+// is still open and seals that one: one free row serves every scrape (the
+// first minute of a group, or a lagging sender, opens more, which are then
+// dropped rather than kept: a row holds 8 bytes per member).
+const maxFreeRows = 1
 
 // recycle keeps sealed row r for reuse, unless enough rows are kept.
 func (tb *table) recycle(r *row) {
