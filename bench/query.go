@@ -82,33 +82,57 @@ type QueryResult struct {
 // RunQueries runs every query of qs once to warm up, then reps times, and
 // returns median and p90 latency per query.
 func RunQueries(ctx context.Context, p *Peer, qs []Query, reps int) []QueryResult {
-	out := make([]QueryResult, len(qs))
+	return RunQueriesTogether(ctx, []*Peer{p}, qs, reps)[0]
+}
+
+// RunQueriesTogether times qs on every system of ps, query by query: each
+// run of a query (one warm-up, then reps) goes to every system in turn, the
+// first of them rotating from run to run, so that the systems' latencies of
+// one query are taken within moments of each other. It returns each
+// system's results, in the order of ps.
+func RunQueriesTogether(ctx context.Context, ps []*Peer, qs []Query, reps int) [][]QueryResult {
+	out := make([][]QueryResult, len(ps))
+	for j := range ps {
+		out[j] = make([]QueryResult, len(qs))
+	}
 	client := &http.Client{Timeout: 5 * time.Minute}
 	for i, q := range qs {
-		r := QueryResult{Name: q.Name}
+		failed := make([]bool, len(ps))
+		for j := range ps {
+			out[j][i].Name = q.Name
+		}
 		for k := 0; k <= reps; k++ {
-			t0 := time.Now()
-			body, err := doQuery(ctx, client, p.URL(q.Path), q.Params)
-			d := time.Since(t0)
-			if err != nil {
-				r.Error = err.Error()
-				break
+			for n := range ps {
+				j := (n + k) % len(ps)
+				if failed[j] {
+					continue
+				}
+				r := &out[j][i]
+				t0 := time.Now()
+				body, err := doQuery(ctx, client, ps[j].URL(q.Path), q.Params)
+				d := time.Since(t0)
+				if err != nil {
+					r.Error, failed[j] = err.Error(), true
+					continue
+				}
+				r.body = body
+				if k > 0 {
+					r.Runs = append(r.Runs, float64(d.Microseconds())/1000)
+				}
 			}
-			r.body = body
-			if k > 0 {
-				r.Runs = append(r.Runs, float64(d.Microseconds())/1000)
+		}
+		for j := range ps {
+			r := &out[j][i]
+			if r.body != nil {
+				r.Points = countPoints(r.body)
+			}
+			if len(r.Runs) > 0 {
+				s := slices.Clone(r.Runs)
+				sort.Float64s(s)
+				r.MedianMs = quantile(s, 0.5)
+				r.P90Ms = quantile(s, 0.9)
 			}
 		}
-		if r.body != nil {
-			r.Points = countPoints(r.body)
-		}
-		if len(r.Runs) > 0 {
-			s := slices.Clone(r.Runs)
-			sort.Float64s(s)
-			r.MedianMs = quantile(s, 0.5)
-			r.P90Ms = quantile(s, 0.9)
-		}
-		out[i] = r
 	}
 	return out
 }

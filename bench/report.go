@@ -36,6 +36,7 @@ type Report struct {
 	// values (workload.Generator.EntropyBytesPerSample).
 	EntropyFloor float64 `json:"value_entropy_bytes_per_sample"`
 	QueryReps    int     `json:"query_reps"`
+	Interleaved  bool    `json:"interleaved"` // the systems' query runs taken in turn (RunOptions.Interleave)
 	// Dashboard refreshes requested (0: none run) and their time bound; the
 	// answers are compared with DashboardRef's (Prometheus when it ran,
 	// else the first system).
@@ -230,12 +231,16 @@ func (r *Report) Markdown(w io.Writer) {
 		}
 	}
 
-	fmt.Fprintf(w, "\nQuery latency right after ingest, median / p90 of %d runs after one warm-up (ms):\n\n", r.QueryReps)
+	how := ""
+	if r.Interleaved && len(r.Results) > 1 {
+		how = ", the systems in turn run by run"
+	}
+	fmt.Fprintf(w, "\nQuery latency right after ingest, median / p90 of %d runs after one warm-up%s (ms):\n\n", r.QueryReps, how)
 	r.queryTable(w, heads, HeadQueries)
 	r.equalityMarkdown(w, r.Equality, HeadQueries)
 	if r.anyOnBlocks() {
 		fmt.Fprintf(w, "\nQuery latency in a process restarted on the persisted data (tandem and Prometheus: every sample in blocks; "+
-			"VictoriaMetrics: its merged parts), median / p90 of %d runs after one warm-up (ms):\n\n", r.QueryReps)
+			"VictoriaMetrics: its merged parts), median / p90 of %d runs after one warm-up%s (ms):\n\n", r.QueryReps, how)
 		r.queryTable(w, heads, BlockQueries)
 		r.equalityMarkdown(w, r.BlocksEquality, BlockQueries)
 	}

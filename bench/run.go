@@ -78,24 +78,185 @@ type RunOptions struct {
 	// Blocks, when set, restarts every system on its persisted data after
 	// the queries and the dashboard and times the query set again (OnBlocks).
 	Blocks bool
+	// Interleave keeps every system running after its ingest and times
+	// the query sets of all of them in turn, query by query (Run).
+	Interleave bool
 	// QueryDelay is how long every system is left alone between ingest (and
 	// its background work) and the queries: a replay compressed into seconds
 	// would otherwise be queried before any periodic maintenance ran.
 	QueryDelay time.Duration
 }
 
-// RunPeer starts one system, replays w into it and measures it.
-func RunPeer(ctx context.Context, kind Kind, bin string, w *Workload, qs []Query, o RunOptions) (PeerResult, error) {
-	r := PeerResult{Kind: kind}
-	p, err := StartPeer(ctx, PeerConfig{Kind: kind, Binary: bin, WorkDir: o.WorkDir})
-	if err != nil {
-		return r, err
+// member is one system of a run: started, replayed into, and kept running
+// for the phases that follow.
+type member struct {
+	kind Kind
+	bin  string
+	p    *Peer
+	res  PeerResult
+	dir  string // what Persist wrote
+}
+
+// fail records err as the member's error and stops its process: the phases
+// after this one leave it out.
+func (m *member) fail(o RunOptions, phase string, err error) {
+	o.Logger.Error("system failed", "system", m.kind, "phase", phase, "err", err)
+	m.res.Error = fmt.Sprintf("%s: %v", phase, err)
+	if m.p != nil {
+		m.p.Stop()
+		m.p = nil
 	}
-	defer p.Stop()
+}
+
+// Run measures the systems of order (binaries in bins) on w and qs. With
+// o.Interleave every system is replayed into in turn and kept running, and
+// each query phase then times the systems in turn, query by query and run
+// by run, so that a change in the shared machine's speed weighs on all of
+// them alike; without it each system goes through every phase alone, one
+// system after the other.
+func Run(ctx context.Context, order []Kind, bins map[Kind]string, w *Workload, qs []Query, o RunOptions) []PeerResult {
+	if o.Interleave {
+		return runTogether(ctx, order, bins, w, qs, o)
+	}
+	var out []PeerResult
+	for _, k := range order {
+		out = append(out, runTogether(ctx, []Kind{k}, bins, w, qs, o)...)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return out
+}
+
+// runTogether replays w into each system of order in turn, then runs the
+// query phases on all of them at once (RunQueriesTogether), the dashboard
+// refreshes one system after the other, and the query set again on blocks.
+func runTogether(ctx context.Context, order []Kind, bins map[Kind]string, w *Workload, qs []Query, o RunOptions) []PeerResult {
+	ms := make([]*member, len(order))
+	defer func() {
+		for _, m := range ms {
+			if m.p != nil {
+				m.p.Stop()
+			}
+		}
+	}()
+	for i, k := range order {
+		ms[i] = &member{kind: k, bin: bins[k], res: PeerResult{Kind: k}}
+		if ctx.Err() != nil {
+			ms[i].res.Error = ctx.Err().Error()
+			continue
+		}
+		if err := ms[i].ingest(ctx, w, o); err != nil {
+			ms[i].fail(o, "ingest", err)
+		}
+	}
+	live := func() (out []*member) {
+		for _, m := range ms {
+			if m.p != nil {
+				out = append(out, m)
+			}
+		}
+		return out
+	}
+
+	// The query set right after ingest.
+	head := live()
+	for _, m := range head {
+		idle := waitIdle(ctx, m.p, time.Minute)
+		o.Logger.Info("querying", "system", m.kind, "bytes_per_sample", strconv.FormatFloat(m.res.BytesPerSample, 'f', 3, 64),
+			"waited_for_idle", idle.Round(100*time.Millisecond))
+		// Allocations of the query phase: pprof -base <kind>-allocs-before-queries.pprof <kind>-allocs-after-queries.pprof.
+		o.saveAllocs(ctx, m.p, "before")
+	}
+	stop := o.profileAll(ctx, head, "query.cpu")
+	results := RunQueriesTogether(ctx, peersOf(head), qs, o.Reps)
+	stop()
+	for i, m := range head {
+		o.saveAllocs(ctx, m.p, "after")
+		m.res.Queries = results[i]
+		for _, q := range results[i] {
+			m.res.QueryMedianSum += q.MedianMs
+		}
+	}
+
+	// Dashboard refreshes measure throughput under concurrency: one system
+	// at a time.
+	for _, m := range live() {
+		if o.Dashboard.Refreshes > 0 {
+			o.Logger.Info("refreshing the dashboard", "system", m.kind, "refreshes", o.Dashboard.Refreshes)
+			stop := o.profile(ctx, m.p, "dashboard.cpu")
+			m.res.Dashboard = RunDashboard(ctx, m.p, w, o.Dashboard)
+			stop()
+		}
+		if end, err := m.p.Proc(); err == nil {
+			m.res.PeakRSSAfterAll = end.HWMBytes
+		}
+	}
+	if !o.Blocks {
+		return resultsOf(ms)
+	}
+
+	// The query set again, every system restarted on what it persisted.
+	for _, m := range live() {
+		m.p.Stop()
+		m.p = nil
+		p, b, err := startOnBlocks(ctx, m.kind, m.bin, m.dir, o)
+		if err != nil {
+			m.fail(o, "queries on blocks", err)
+			continue
+		}
+		m.p, m.res.OnBlocks = p, b
+	}
+	blocks := live()
+	for _, m := range blocks {
+		waitIdle(ctx, m.p, time.Minute)
+		o.Logger.Info("querying blocks", "system", m.kind, "open_seconds", strconv.FormatFloat(m.res.OnBlocks.OpenSeconds, 'f', 1, 64))
+	}
+	stop = o.profileAll(ctx, blocks, "blocks-query.cpu")
+	results = RunQueriesTogether(ctx, peersOf(blocks), qs, o.Reps)
+	stop()
+	for i, m := range blocks {
+		b := m.res.OnBlocks
+		b.Queries = results[i]
+		for _, q := range results[i] {
+			b.QueryMedianSum += q.MedianMs
+		}
+		if end, err := m.p.Proc(); err == nil {
+			b.PeakRSSBytes = end.HWMBytes
+		}
+	}
+	return resultsOf(ms)
+}
+
+func peersOf(ms []*member) []*Peer {
+	ps := make([]*Peer, len(ms))
+	for i, m := range ms {
+		ps[i] = m.p
+	}
+	return ps
+}
+
+func resultsOf(ms []*member) []PeerResult {
+	out := make([]PeerResult, len(ms))
+	for i, m := range ms {
+		out[i] = m.res
+	}
+	return out
+}
+
+// ingest starts the member's system, replays w into it, measures ingest,
+// the heap and the persisted bytes, and leaves the process running and idle.
+func (m *member) ingest(ctx context.Context, w *Workload, o RunOptions) error {
+	kind, r := m.kind, &m.res
+	p, err := StartPeer(ctx, PeerConfig{Kind: kind, Binary: m.bin, WorkDir: o.WorkDir})
+	if err != nil {
+		return err
+	}
+	m.p = p
 	r.Version = p.Version
 	before, err := p.Proc()
 	if err != nil {
-		return r, err
+		return err
 	}
 	o.Logger.Info("ingesting", "system", kind, "version", p.Version, "samples", w.Samples)
 	stopProf := o.profile(ctx, p, "ingest.cpu")
@@ -103,11 +264,11 @@ func RunPeer(ctx context.Context, kind Kind, bin string, w *Workload, qs []Query
 	sr, err := sendMeasured(ctx, p, w, o.Slack, &mid)
 	stopProf()
 	if err != nil {
-		return r, fmt.Errorf("ingest: %w", err)
+		return err
 	}
 	after, err := p.Proc()
 	if err != nil {
-		return r, err
+		return err
 	}
 	if sr.first.Duration > 0 {
 		r.NewSeriesPerSec = float64(w.Series) / sr.first.Duration.Seconds()
@@ -128,7 +289,7 @@ func RunPeer(ctx context.Context, kind Kind, bin string, w *Workload, qs []Query
 	// counts what the system keeps, not the transient buffers of that work
 	// nor the garbage its collector had left at that moment, nor pooled
 	// request buffers.
-	idle := waitIdle(ctx, p, time.Minute)
+	waitIdle(ctx, p, time.Minute)
 	// Twice: sync.Pool contents survive one collection (as victims), and
 	// how many request buffers were pooled at that moment is noise.
 	forceGC(ctx, p, o.Logger)
@@ -152,8 +313,9 @@ func RunPeer(ctx context.Context, kind Kind, bin string, w *Workload, qs []Query
 	t0 := time.Now()
 	persisted, err := p.Persist(ctx)
 	if err != nil {
-		return r, fmt.Errorf("persist: %w", err)
+		return fmt.Errorf("persist: %w", err)
 	}
+	m.dir = persisted.Dir
 	r.DiskBytes = persisted.Bytes
 	r.PersistSeconds = time.Since(t0).Seconds()
 	r.BytesPerSample = float64(r.DiskBytes) / float64(w.Samples)
@@ -161,12 +323,13 @@ func RunPeer(ctx context.Context, kind Kind, bin string, w *Workload, qs []Query
 		r.BytesPerHistSample = float64(r.DiskBytes) / float64(w.HistSamples)
 	}
 	// Background work that ingest started (merges, compaction, a WAL
-	// checkpoint) finishes before the queries are timed, for every system.
-	idle += waitIdle(ctx, p, time.Minute)
+	// checkpoint) finishes before the next system ingests and before the
+	// queries are timed, for every system.
+	waitIdle(ctx, p, time.Minute)
 	if o.QueryDelay > 0 {
 		select {
 		case <-ctx.Done():
-			return r, ctx.Err()
+			return ctx.Err()
 		case <-time.After(o.QueryDelay):
 		}
 		if kind == Tandem {
@@ -177,45 +340,18 @@ func RunPeer(ctx context.Context, kind Kind, bin string, w *Workload, qs []Query
 			}
 		}
 	}
-	o.Logger.Info("querying", "system", kind, "bytes_per_sample", strconv.FormatFloat(r.BytesPerSample, 'f', 3, 64),
-		"waited_for_idle", idle.Round(100*time.Millisecond))
-	// Allocations of the query phase: pprof -base <kind>-allocs-before-queries.pprof <kind>-allocs-after-queries.pprof.
-	o.saveAllocs(ctx, p, "before")
-	stopProf = o.profile(ctx, p, "query.cpu")
-	r.Queries = RunQueries(ctx, p, qs, o.Reps)
-	stopProf()
-	o.saveAllocs(ctx, p, "after")
-	for _, q := range r.Queries {
-		r.QueryMedianSum += q.MedianMs
-	}
-	if o.Dashboard.Refreshes > 0 {
-		o.Logger.Info("refreshing the dashboard", "system", kind, "refreshes", o.Dashboard.Refreshes)
-		stopProf = o.profile(ctx, p, "dashboard.cpu")
-		r.Dashboard = RunDashboard(ctx, p, w, o.Dashboard)
-		stopProf()
-	}
-	if end, err := p.Proc(); err == nil {
-		r.PeakRSSAfterAll = end.HWMBytes
-	}
-	if o.Blocks {
-		p.Stop()
-		if r.OnBlocks, err = queryOnBlocks(ctx, kind, bin, persisted.Dir, qs, o); err != nil {
-			return r, fmt.Errorf("queries on blocks: %w", err)
-		}
-	}
-	return r, nil
+	return nil
 }
 
-// queryOnBlocks starts kind on dir, the data a stopped process persisted,
-// waits until it is idle and times qs.
-func queryOnBlocks(ctx context.Context, kind Kind, bin, dir string, qs []Query, o RunOptions) (*BlocksResult, error) {
+// startOnBlocks starts kind on dir, the data a stopped process persisted,
+// and waits until it is idle.
+func startOnBlocks(ctx context.Context, kind Kind, bin, dir string, o RunOptions) (*Peer, *BlocksResult, error) {
 	o.Logger.Info("restarting on the persisted data", "system", kind, "dir", dir)
 	t0 := time.Now()
 	p, err := StartPeer(ctx, PeerConfig{Kind: kind, Binary: bin, WorkDir: o.WorkDir, DataDir: dir})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	defer p.Stop()
 	b := &BlocksResult{OpenSeconds: time.Since(t0).Seconds()}
 	// Startup work (Prometheus compacts the snapshot's blocks) ends first.
 	waitIdle(ctx, p, time.Minute)
@@ -226,21 +362,12 @@ func queryOnBlocks(ctx context.Context, kind Kind, bin, dir string, qs []Query, 
 		// Nothing to query in the head: the snapshot is blocks alone.
 		if m, err := p.Metrics(ctx); err == nil {
 			if n := metricValue(m, `tandem_head_members{layout="aligned"}`) + metricValue(m, `tandem_head_members{layout="unaligned"}`); n > 0 {
-				return nil, fmt.Errorf("the head holds %v series after a restart on a snapshot", n)
+				p.Stop()
+				return nil, nil, fmt.Errorf("the head holds %v series after a restart on a snapshot", n)
 			}
 		}
 	}
-	o.Logger.Info("querying blocks", "system", kind, "open_seconds", strconv.FormatFloat(b.OpenSeconds, 'f', 1, 64))
-	stopProf := o.profile(ctx, p, "blocks-query.cpu")
-	b.Queries = RunQueries(ctx, p, qs, o.Reps)
-	stopProf()
-	for _, q := range b.Queries {
-		b.QueryMedianSum += q.MedianMs
-	}
-	if end, err := p.Proc(); err == nil {
-		b.PeakRSSBytes = end.HWMBytes
-	}
-	return b, nil
+	return p, b, nil
 }
 
 // phasedSend is a replay in two phases: the series-creating first scrape
@@ -289,6 +416,20 @@ func (o RunOptions) profile(ctx context.Context, p *Peer, name string) func() {
 			filepath.Join(o.ProfileDir, fmt.Sprintf("%s-%s.pprof", p.Kind, name)), o.Logger)
 	}()
 	return func() { <-done }
+}
+
+// profileAll starts a CPU profile of every member at once; the returned
+// function waits for them all to be saved.
+func (o RunOptions) profileAll(ctx context.Context, ms []*member, name string) func() {
+	stops := make([]func(), len(ms))
+	for i, m := range ms {
+		stops[i] = o.profile(ctx, m.p, name)
+	}
+	return func() {
+		for _, stop := range stops {
+			stop()
+		}
+	}
 }
 
 // saveAllocs saves p's cumulative allocation profile, when profiles are on.

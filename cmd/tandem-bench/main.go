@@ -61,6 +61,7 @@ func run(args []string) error {
 	dashRefreshes := fs.Int("dashboard-refreshes", 30, "Dashboard refreshes after the query set: every panel of a node_exporter dashboard of one target at once, the target rotating (-workload floats only); 0 disables.")
 	queryDelay := fs.Duration("query-delay", 0, "Leave every system alone this long after ingest before the queries (e.g. one maintenance interval, 15s, after a -shard-lag replay).")
 	onBlocks := fs.Bool("blocks", true, "After the queries, restart every system on its persisted data (tandem and Prometheus on their snapshot: everything in blocks; VictoriaMetrics on its merged parts) and time the query set again.")
+	interleave := fs.Bool("interleave", true, "Keep every system running after its ingest and time the query sets of all of them in turn, query by query and run by run (a change in the machine's speed then weighs on all alike); false runs each system through every phase alone.")
 	dashTimeout := fs.Duration("dashboard-timeout", 2*time.Minute, "No dashboard refresh starts after this long (per system).")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -169,7 +170,7 @@ func run(args []string) error {
 		Command: "go run ./cmd/tandem-bench " + strings.Join(args, " "), Date: time.Now().UTC().Format(time.RFC3339),
 		Machine: machine(), Size: *size, Protocol: *protocol, Series: w.Series, Targets: n, Scrapes: scrapes,
 		Interval: interval.String(), Samples: w.Samples, Workload: *wl, HistSamples: w.HistSamples, Requests: requests, WireBytes: w.Bytes, Shards: *shards,
-		BuildSecs: time.Since(t0).Seconds(), EntropyFloor: w.EntropyFloor, QueryReps: *reps, Tolerance: *tol, GoMaxProcs: runtime.GOMAXPROCS(0),
+		BuildSecs: time.Since(t0).Seconds(), EntropyFloor: w.EntropyFloor, QueryReps: *reps, Interleaved: *interleave, Tolerance: *tol, GoMaxProcs: runtime.GOMAXPROCS(0),
 		DashboardRefreshes: *dashRefreshes,
 	}
 	if *dashRefreshes > 0 {
@@ -187,17 +188,10 @@ func run(args []string) error {
 	}
 	slack := int(*lag / (5 * time.Second)) // rounds are 5 s batch deadlines
 	opts := bench.RunOptions{WorkDir: *workDir, Reps: *reps, Slack: slack, Logger: logger, ProfileDir: *profDir, ProfileSeconds: *profSecs,
-		Dashboard: bench.DashboardOptions{Refreshes: *dashRefreshes, Timeout: *dashTimeout}, QueryDelay: *queryDelay, Blocks: *onBlocks}
-	for _, k := range order {
-		res, err := bench.RunPeer(ctx, k, bins[k], w, qs, opts)
-		if err != nil {
-			logger.Error("system failed", "system", k, "err", err)
-			res.Error = err.Error()
-		}
-		rep.Results = append(rep.Results, res)
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
+		Dashboard: bench.DashboardOptions{Refreshes: *dashRefreshes, Timeout: *dashTimeout}, QueryDelay: *queryDelay, Blocks: *onBlocks, Interleave: *interleave}
+	rep.Results = bench.Run(ctx, order, bins, w, qs, opts)
+	if ctx.Err() != nil {
+		return ctx.Err()
 	}
 	rep.Equality = bench.CompareWith(bench.Prometheus, rep.Results, *tol, bench.HeadQueries)
 	if *onBlocks {
