@@ -237,6 +237,26 @@ func BenchmarkDecodeV1(b *testing.B) {
 }
 
 // BenchmarkDecodeV2 measures snappy + unmarshal + conversion of a 2000-sample node_exporter 2.0 request.
+// BenchmarkParseSeriesV1 reads a node_exporter series' 1.0 TimeSeries (five
+// labels, one sample), as every series of a request is read before its
+// labels are checked.
+func BenchmarkParseSeriesV1(b *testing.B) {
+	ts := prompb.TimeSeries{Samples: []prompb.Sample{{Timestamp: 1_700_000_000_000, Value: 12345.67}}}
+	labels.FromStrings("__name__", "node_cpu_seconds_total", "cpu", "3", "instance", "host-17:9100", "job", "node", "mode", "softirq").
+		Range(func(l labels.Label) { ts.Labels = append(ts.Labels, prompb.Label{Name: l.Name, Value: l.Value}) })
+	enc, err := ts.Marshal()
+	if err != nil {
+		b.Fatal(err)
+	}
+	d := newDecoder(Limits{})
+	for b.Loop() {
+		d.resetArena(16)
+		if n, err := d.parseSeriesV1(enc); n != 1 || err != nil || len(d.rawLabels) == 0 {
+			b.Fatal(n, err)
+		}
+	}
+}
+
 func BenchmarkDecodeV2(b *testing.B) {
 	benchmarkDecode(b, marshal(b, nodeRequestV2(b, benchSamples, 1_700_000_000_000)), (*decoder).decodeV2)
 }

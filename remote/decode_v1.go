@@ -320,6 +320,12 @@ func (d *decoder) parseSeriesV1(ts []byte) (int, error) {
 			} else if lend != fieldStart {
 				contiguous = false
 			}
+			// The labels that follow it, in the shape every sender writes
+			// (tag, one-byte length), are stepped over without a key read.
+			for r.off+1 < len(r.b) && r.b[r.off] == 1<<3|wireBytes && r.b[r.off+1] < 0x80 && 2+int(r.b[r.off+1]) <= len(r.b)-r.off {
+				r.off += 2 + int(r.b[r.off+1])
+				d.curLabels++
+			}
 			lend = r.off
 		case 2:
 			msg, err := r.bytes()
