@@ -2,6 +2,7 @@ package api
 
 import (
 	"math"
+	"slices"
 	"strconv"
 
 	jsoniter "github.com/json-iterator/go"
@@ -42,11 +43,13 @@ func (c jsonCodec) Encode(resp *v1.Response) ([]byte, error) {
 	e := jsonEncoderFree.get()
 	ok := e.response(resp)
 	var out []byte
-	if ok {
-		out = append(make([]byte, 0, len(e.b)), e.b...)
-	}
-	if cap(e.b) <= 256<<10 && len(e.ts) <= 4096 { // a large answer's buffers are not kept
+	if cap(e.b) <= 256<<10 && len(e.ts) <= 4096 {
+		if ok {
+			out = append(make([]byte, 0, len(e.b)), e.b...)
+		}
 		jsonEncoderFree.put(e)
+	} else if ok {
+		out = e.b // a large answer's buffers are not kept: no copy
 	}
 	if !ok {
 		return c.JSONCodec.Encode(resp)
@@ -106,7 +109,16 @@ func (e *jsonEncoder) response(resp *v1.Response) bool {
 
 func (e *jsonEncoder) appendMatrix(b []byte, m promql.Matrix) ([]byte, bool) {
 	b = append(b, '[')
+	begin, left, written := len(b), 0, 0 // points not yet written, and written
+	for _, s := range m {
+		left += len(s.Floats)
+	}
 	for i, s := range m {
+		if i == 1 && written > 0 && left > 0 {
+			// A large answer grows its buffer once, by what the first
+			// series took per point, rather than by doubling.
+			b = slices.Grow(b, (len(b)-begin)/written*left*9/8)
+		}
 		if len(s.Histograms) > 0 {
 			return b, false
 		}
@@ -147,6 +159,8 @@ func (e *jsonEncoder) appendMatrix(b []byte, m promql.Matrix) ([]byte, bool) {
 				b = append(b, ']')
 			}
 			b = append(b, ']')
+			left -= len(s.Floats)
+			written += len(s.Floats)
 		}
 		b = append(b, '}')
 	}
