@@ -463,9 +463,20 @@ func (w *worker) loadIter(s storage.Series) error {
 
 // dropStale removes stale markers from the loaded samples.
 func (w *worker) dropStale() {
+	// A stale marker is a NaN, and a sum of values with a NaN among them is
+	// NaN: eight values at a time whose sum is not NaN hold no marker. From
+	// the first eight that do (a NaN, or infinities of both signs), the
+	// values are looked at one by one.
+	vs, i := w.vs, 0
+	for ; i+8 <= len(vs); i += 8 {
+		v := vs[i : i+8 : i+8]
+		if s := ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7])); s != s {
+			break
+		}
+	}
 	first := -1
-	for i, v := range w.vs {
-		if math.Float64bits(v) == value.StaleNaN {
+	for ; i < len(vs); i++ {
+		if math.Float64bits(vs[i]) == value.StaleNaN {
 			first = i
 			break
 		}
