@@ -18,22 +18,8 @@ import (
 func TestDashboardAgainstTandem(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "bin", "tandem")
-	if err := BuildTandem(ctx, bin); err != nil {
-		t.Fatal(err)
-	}
-	w, err := BuildWorkload(WorkloadOptions{Targets: 3, Scrapes: 41, Interval: 15 * time.Second, Version: 1, Shards: 2, Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := StartPeer(ctx, PeerConfig{Kind: Tandem, Binary: bin, WorkDir: filepath.Join(dir, "work")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Stop()
-	if _, err := Send(ctx, p.URL(p.WritePath()), w, 1000); err != nil {
-		t.Fatal(err)
-	}
+	bin, w := tinyTandem(t, dir)
+	p := startFilled(t, bin, filepath.Join(dir, "work"), w)
 
 	const refreshes = 4
 	d := RunDashboard(ctx, p, w, DashboardOptions{Refreshes: refreshes, Timeout: time.Minute})

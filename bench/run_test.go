@@ -17,14 +17,7 @@ import (
 func TestRunAgainstTandem(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "bin", "tandem")
-	if err := BuildTandem(ctx, bin); err != nil {
-		t.Fatal(err)
-	}
-	w, err := BuildWorkload(WorkloadOptions{Targets: 3, Scrapes: 41, Interval: 15 * time.Second, Version: 1, Shards: 2, Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin, w := tinyTandem(t, dir)
 	qs := QuerySet(w)
 	const reps = 3
 	o := RunOptions{WorkDir: filepath.Join(dir, "run"), Reps: reps, Slack: 1000, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -52,18 +45,7 @@ func TestRunAgainstTandem(t *testing.T) {
 	}
 
 	// Two processes at once, each with the same data.
-	var ps []*Peer
-	for i := range 2 {
-		p, err := StartPeer(ctx, PeerConfig{Kind: Tandem, Binary: bin, WorkDir: filepath.Join(dir, "two", string(rune('a'+i)))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer p.Stop()
-		if _, err := Send(ctx, p.URL(p.WritePath()), w, 1000); err != nil {
-			t.Fatal(err)
-		}
-		ps = append(ps, p)
-	}
+	ps := []*Peer{startFilled(t, bin, filepath.Join(dir, "a"), w), startFilled(t, bin, filepath.Join(dir, "b"), w)}
 	two := RunQueriesTogether(ctx, ps, qs, reps)
 	if len(two) != 2 {
 		t.Fatalf("%d result sets, want 2", len(two))
@@ -78,4 +60,35 @@ func TestRunAgainstTandem(t *testing.T) {
 			t.Errorf("%s: the two processes answer differently: %s", q.Name, d)
 		}
 	}
+}
+
+// tinyTandem builds tandem from this tree into dir and returns it with a
+// workload of three targets and ten minutes.
+func tinyTandem(t *testing.T, dir string) (string, *Workload) {
+	t.Helper()
+	bin := filepath.Join(dir, "bin", "tandem")
+	if err := BuildTandem(context.Background(), bin); err != nil {
+		t.Fatal(err)
+	}
+	w, err := BuildWorkload(WorkloadOptions{Targets: 3, Scrapes: 41, Interval: 15 * time.Second, Version: 1, Shards: 2, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin, w
+}
+
+// startFilled starts tandem (bin) in workDir, replays w into it and stops
+// it when the test ends.
+func startFilled(t *testing.T, bin, workDir string, w *Workload) *Peer {
+	t.Helper()
+	ctx := context.Background()
+	p, err := StartPeer(ctx, PeerConfig{Kind: Tandem, Binary: bin, WorkDir: workDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	if _, err := Send(ctx, p.URL(p.WritePath()), w, 1000); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
