@@ -152,6 +152,20 @@ func (l *crashLedger) run(t *testing.T, p *tandemProc, stop <-chan struct{}) {
 	wg.Wait()
 }
 
+// inFlightLocked counts the senders whose latest request is not
+// acknowledged; l.mu is held.
+func (l *crashLedger) inFlightLocked() int {
+	n := 0
+	for s := range l.senders {
+		if i := l.nextReq[s] - 1; i >= 0 {
+			if acked, tried := l.tried[s][i]; tried && !acked {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // verify checks that every acknowledged request is fully present with exact
 // values, that unacknowledged ones are all or nothing, and nothing else is there.
 func (l *crashLedger) verify(t *testing.T, p *tandemProc) {
@@ -237,15 +251,17 @@ func testCrashDurability(t *testing.T, step int64, senders int, args ...string) 
 		stop := make(chan struct{})
 		done := make(chan struct{})
 		go func() { l.run(t, p, stop); close(done) }()
-		// Kill once this phase has some acknowledged requests, mid-stream.
+		// Kill once this phase has some acknowledged requests, mid-stream:
+		// when a request is in flight (on a loaded machine every sender can
+		// be between two requests at the moment the count is reached).
 		l.mu.Lock()
 		target := l.acks + 300*l.senders
 		l.mu.Unlock()
 		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(time.Millisecond) {
 			l.mu.Lock()
-			n := l.acks
+			n, sending := l.acks, l.inFlightLocked() > 0
 			l.mu.Unlock()
-			if n >= target {
+			if n >= target && sending {
 				break
 			}
 			if time.Now().After(deadline) {
@@ -256,15 +272,12 @@ func testCrashDurability(t *testing.T, step int64, senders int, args ...string) 
 		close(stop)
 		<-done
 		l.mu.Lock()
-		inFlight := 0
 		for s := range l.senders {
 			if len(l.tried[s]) == 0 {
 				t.Errorf("crash %d: sender %d was not sending when killed", crash, s)
 			}
-			if !l.tried[s][l.nextReq[s]-1] {
-				inFlight++
-			}
 		}
+		inFlight := l.inFlightLocked()
 		l.mu.Unlock()
 		if inFlight == 0 {
 			t.Errorf("crash %d: no request was in flight at the kill", crash)
