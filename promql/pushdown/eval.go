@@ -385,6 +385,7 @@ type worker struct {
 	ts     []int64
 	vs     []float64
 	resets []int
+	plan   ratePlan // of the last series' sample times
 }
 
 func (w *worker) runSeries(ctx context.Context, series []storage.Series, of []int32) error {
@@ -583,7 +584,10 @@ func (w *worker) ranged(acc []acc) bool {
 // rateSteps is ranged for rate (counter and isRate), increase (counter) and
 // delta: Prometheus's extrapolatedRate for float samples without start
 // timestamps (promql/functions.go), the same operations in the same order,
-// with the series' counter resets found once instead of once per window.
+// with the series' counter resets found once instead of once per window,
+// and the windows' ends and extrapolation taken from the plan of the
+// series' sample times (ratePlan), which the next members of its group
+// share.
 func (w *worker) rateSteps(acc []acc, counter, isRate bool) bool {
 	ts, vs := w.ts, w.vs
 	resets := w.resets[:0]
@@ -595,43 +599,19 @@ func (w *worker) rateSteps(acc []acc, counter, isRate bool) bool {
 		}
 		w.resets = resets
 	}
+	plan := w.ratePlan(ts, isRate)
 	var (
-		lo, hi, rp int
-		produced   bool
-		op         = w.n.op
-		rng, step  = w.n.rng, w.g.step
-		rngSeconds = float64(rng) / 1000
-		right      = w.g.start - w.n.offset
-		m          rateMemo
-		dlo, dhi   int // how far lo and hi moved at the last step
+		rp       int
+		produced bool
+		op       = w.n.op
 	)
-	for k := 0; k < w.steps; k, right = k+1, right+step {
-		rangeStart := right - rng
-		// Regular samples move the window's ends by the same count at
-		// every step: that guess is checked before the ends are scanned for.
-		prev := lo
-		if p := lo + dlo; dlo > 0 && p < len(ts) && ts[p] > rangeStart && ts[p-1] <= rangeStart {
-			lo = p
-		} else {
-			for lo < len(ts) && ts[lo] <= rangeStart {
-				lo++
-			}
-		}
-		dlo, prev = lo-prev, max(hi, lo)
-		hi = prev
-		if p := hi + dhi; dhi > 0 && p < len(ts) && ts[p] > right && ts[p-1] <= right {
-			hi = p
-		} else {
-			for hi < len(ts) && ts[hi] <= right {
-				hi++
-			}
-		}
-		dhi = hi - prev
+	for k, st := range plan.steps {
+		lo, hi := st.lo, st.hi
 		if hi-lo < 2 {
 			continue
 		}
 		last := hi - 1
-		firstT, lastT, firstV := ts[lo], ts[last], vs[lo]
+		firstV := vs[lo]
 		result := vs[last] - firstV
 		if counter {
 			for rp < len(resets) && resets[rp] <= lo {
@@ -641,12 +621,7 @@ func (w *worker) rateSteps(acc []acc, counter, isRate bool) bool {
 				result += vs[resets[r]-1]
 			}
 		}
-		// The window's durations and factor depend on its sample times
-		// alone, which repeat from window to window when the samples are
-		// regular: they are computed again only when those change.
-		if m.toStart != firstT-rangeStart || m.toEnd != right-lastT || m.sampled != lastT-firstT || m.n != last-lo {
-			m.set(firstT-rangeStart, right-lastT, lastT-firstT, last-lo, isRate, rngSeconds)
-		}
+		m := &plan.memos[st.memo]
 		factor := m.factor
 		// A counter's extrapolation stops where it would reach zero. When
 		// firstV is at least twice what durationToStart needs (bound is off
@@ -656,7 +631,7 @@ func (w *worker) rateSteps(acc []acc, counter, isRate bool) bool {
 		if counter && result > 0 && firstV >= 0 {
 			if bound := m.zeroBound * result; !(bound >= minNormal && firstV >= bound) {
 				if durationToZero := m.sampledInterval * (firstV / result); durationToZero < m.durationToStart {
-					factor = extrapolationFactor(m.sampledInterval, durationToZero, m.durationToEnd, isRate, rngSeconds)
+					factor = extrapolationFactor(m.sampledInterval, durationToZero, m.durationToEnd, isRate, m.rngSeconds)
 				}
 			}
 		}
@@ -684,11 +659,12 @@ type rateMemo struct {
 	sampledInterval                float64
 	zeroBound                      float64 // 2 × durationToStart / sampledInterval
 	factor                         float64
+	rngSeconds                     float64 // the range, for the zero clamp's factor
 }
 
 // set computes the memo for a window with those sample times.
 func (m *rateMemo) set(toStart, toEnd, sampled int64, n int, isRate bool, rngSeconds float64) {
-	m.toStart, m.toEnd, m.sampled, m.n = toStart, toEnd, sampled, n
+	m.toStart, m.toEnd, m.sampled, m.n, m.rngSeconds = toStart, toEnd, sampled, n, rngSeconds
 	durationToStart := float64(toStart) / 1000
 	durationToEnd := float64(toEnd) / 1000
 	sampledInterval := float64(sampled) / 1000

@@ -2,6 +2,7 @@ package pushdown
 
 import (
 	"math/rand"
+	"slices"
 	"testing"
 
 	"github.com/prometheus/prometheus/promql/parser"
@@ -30,17 +31,31 @@ func BenchmarkRanged(b *testing.B) {
 	for i := range regular {
 		regular[i] = int64(i) * 15_000
 	}
+	// The same again but one sample a millisecond later: a series of
+	// another group, whose windows are planned again.
+	other := slices.Clone(regular)
+	other[n/2]++
 	g := grid{start: 300_000, end: ts[n-1], step: 60_000, lookback: 300_000}
-	for _, fn := range []string{"rate", "increase", "delta", "max_over_time", "avg_over_time", "rate-regular"} {
+	for _, fn := range []string{"rate", "increase", "delta", "max_over_time", "avg_over_time", "rate-regular", "rate-regular-unshared"} {
 		b.Run(fn, func(b *testing.B) {
-			ts := ts
-			if fn == "rate-regular" {
-				fn, ts = "rate", regular
+			ts, alt := ts, ts
+			switch fn {
+			case "rate-regular":
+				fn, ts, alt = "rate", regular, regular
+			case "rate-regular-unshared":
+				fn, ts, alt = "rate", regular, other
 			}
-			w := &worker{n: &node{op: parser.SUM, fn: fn, rng: 300_000}, g: g, steps: g.steps(), ts: ts, vs: vs}
+			w := &worker{n: &node{op: parser.SUM, fn: fn, rng: 300_000}, g: g, steps: g.steps(), vs: vs}
 			acc := make([]acc, w.steps)
 			b.ReportAllocs()
+			k := 0
 			for b.Loop() {
+				// Series of one group share their sample times (the plan of
+				// their windows); rate-regular-unshared alternates two groups.
+				if w.ts = ts; k%2 == 1 {
+					w.ts = alt
+				}
+				k++
 				w.ranged(acc)
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*w.steps), "ns/window")

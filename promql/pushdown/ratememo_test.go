@@ -3,6 +3,7 @@ package pushdown
 import (
 	"math"
 	"math/rand"
+	"slices"
 	"testing"
 
 	"github.com/prometheus/prometheus/promql/parser"
@@ -99,6 +100,7 @@ func TestRateStepsMatchesReference(t *testing.T) {
 		},
 	}
 	windows := 0
+	shared := &worker{}
 	for trial := 0; trial < 3000; trial++ {
 		n := 2 + r.Intn(200)
 		interval := []int64{15_000, 10_000, 60_000, 1_000}[r.Intn(4)]
@@ -121,8 +123,31 @@ func TestRateStepsMatchesReference(t *testing.T) {
 		}
 		rng := []int64{60_000, 300_000, 17_000, 3_600_000}[r.Intn(4)]
 		g := grid{start: r.Int63n(rng + 1), end: ts[n-1] + rng, step: []int64{15_000, 60_000, 7_000}[r.Intn(3)]}
-		for _, fn := range []string{"rate", "increase", "delta"} {
-			w := &worker{n: &node{op: parser.SUM, fn: fn, rng: rng}, g: g, steps: g.steps(), ts: ts, vs: vs}
+		// A second member of the same group: the same sample times, other
+		// values, read by the same worker with the plan of the first.
+		vs2 := make([]float64, n)
+		v = 0
+		for i := range vs2 {
+			v = gen(i, v)
+			vs2[i] = v
+		}
+		// And a series of another group, read next: the same range and
+		// grid, its sample times a little off (the plan is made again).
+		ts3 := slices.Clone(ts)
+		for i := range ts3 {
+			ts3[i] += int64(i % 2)
+		}
+		for _, e := range []struct {
+			fn string
+			ts []int64
+			vs []float64
+		}{{"rate", ts, vs}, {"rate", ts, vs2}, {"rate", ts3, vs}, {"increase", ts3, vs}, {"delta", ts, vs2}, {"increase", ts, vs2}, {"increase", ts3, vs2}} {
+			fn, ts, vs := e.fn, e.ts, e.vs
+			// One worker for the whole test, as a pooled worker reads series
+			// after series: its plan serves the next series only when its
+			// sample times, range and grid are the same.
+			shared.n, shared.g, shared.steps, shared.ts, shared.vs = &node{op: parser.SUM, fn: fn, rng: rng}, g, g.steps(), ts, vs
+			w := shared
 			acc := make([]acc, w.steps)
 			w.ranged(acc)
 			counter, isRate := fn != "delta", fn == "rate"
