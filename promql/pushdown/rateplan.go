@@ -10,7 +10,7 @@ import "slices"
 // serves the next ones: only their values are read again.
 type ratePlan struct {
 	key   planKey
-	ts    []int64 // the sample times the plan is for (a copy)
+	ts    []int64 // the sample times the plan is for, in a buffer of its own
 	steps []planStep
 	memos []rateMemo
 }
@@ -39,7 +39,7 @@ func (w *worker) ratePlan(ts []int64, isRate bool) *ratePlan {
 	// The plan keeps ts (the worker's buffer, which the worker reads no
 	// more once this series is evaluated) and the worker loads the next
 	// series into the plan's previous buffer: no copy.
-	if len(ts) > 0 && &w.ts[:1][0] == &ts[0] {
+	if len(ts) > 0 && cap(w.ts) > 0 && &w.ts[:1][0] == &ts[0] {
 		p.ts, w.ts = ts, p.ts[:0]
 	} else {
 		p.ts = append(p.ts[:0], ts...)
