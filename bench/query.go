@@ -79,12 +79,6 @@ type QueryResult struct {
 	body     []byte
 }
 
-// RunQueries runs every query of qs once to warm up, then reps times, and
-// returns median and p90 latency per query.
-func RunQueries(ctx context.Context, p *Peer, qs []Query, reps int) []QueryResult {
-	return RunQueriesTogether(ctx, []*Peer{p}, qs, reps)[0]
-}
-
 // RunQueriesTogether times qs on every system of ps, query by query: each
 // run of a query (one warm-up, then reps) goes to every system in turn, the
 // first of them rotating from run to run, so that the systems' latencies of

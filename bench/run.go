@@ -173,10 +173,7 @@ func runTogether(ctx context.Context, order []Kind, bins map[Kind]string, w *Wor
 	stop()
 	for i, m := range head {
 		o.saveAllocs(ctx, m.p, "after")
-		m.res.Queries = results[i]
-		for _, q := range results[i] {
-			m.res.QueryMedianSum += q.MedianMs
-		}
+		m.res.Queries, m.res.QueryMedianSum = results[i], medianSum(results[i])
 	}
 
 	// Dashboard refreshes measure throughput under concurrency: one system
@@ -217,15 +214,21 @@ func runTogether(ctx context.Context, order []Kind, bins map[Kind]string, w *Wor
 	stop()
 	for i, m := range blocks {
 		b := m.res.OnBlocks
-		b.Queries = results[i]
-		for _, q := range results[i] {
-			b.QueryMedianSum += q.MedianMs
-		}
+		b.Queries, b.QueryMedianSum = results[i], medianSum(results[i])
 		if end, err := m.p.Proc(); err == nil {
 			b.PeakRSSBytes = end.HWMBytes
 		}
 	}
 	return resultsOf(ms)
+}
+
+// medianSum is the sum of the queries' medians.
+func medianSum(qs []QueryResult) float64 {
+	sum := 0.0
+	for _, q := range qs {
+		sum += q.MedianMs
+	}
+	return sum
 }
 
 func peersOf(ms []*member) []*Peer {

@@ -236,7 +236,6 @@ func BenchmarkDecodeV1(b *testing.B) {
 	benchmarkDecode(b, marshal(b, nodeRequestV1(b, benchSamples, 1_700_000_000_000)), (*decoder).decodeV1)
 }
 
-// BenchmarkDecodeV2 measures snappy + unmarshal + conversion of a 2000-sample node_exporter 2.0 request.
 // BenchmarkParseSeriesV1 reads a node_exporter series' 1.0 TimeSeries (five
 // labels, one sample), as every series of a request is read before its
 // labels are checked.
@@ -257,6 +256,7 @@ func BenchmarkParseSeriesV1(b *testing.B) {
 	}
 }
 
+// BenchmarkDecodeV2 measures snappy + unmarshal + conversion of a 2000-sample node_exporter 2.0 request.
 func BenchmarkDecodeV2(b *testing.B) {
 	benchmarkDecode(b, marshal(b, nodeRequestV2(b, benchSamples, 1_700_000_000_000)), (*decoder).decodeV2)
 }

@@ -589,7 +589,7 @@ func (w *worker) ranged(acc []acc) bool {
 // series' sample times (ratePlan), which the next members of its group
 // share.
 func (w *worker) rateSteps(acc []acc, counter, isRate bool) bool {
-	ts, vs := w.ts, w.vs
+	vs := w.vs
 	resets := w.resets[:0]
 	if counter {
 		for i := 1; i < len(vs); i++ {
@@ -599,7 +599,7 @@ func (w *worker) rateSteps(acc []acc, counter, isRate bool) bool {
 		}
 		w.resets = resets
 	}
-	plan := w.ratePlan(ts, isRate)
+	plan := w.ratePlan(isRate)
 	var (
 		rp       int
 		produced bool

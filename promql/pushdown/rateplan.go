@@ -28,23 +28,23 @@ type planStep struct {
 	lo, hi, memo int
 }
 
-// ratePlan returns the plan of ts for the worker's node and grid, made
-// again only when they or ts differ from the last series'.
-func (w *worker) ratePlan(ts []int64, isRate bool) *ratePlan {
-	p := &w.plan
+// ratePlan returns the plan of the loaded series' sample times (w.ts) for
+// the worker's node and grid, made again only when they or the sample
+// times differ from the last series'.
+func (w *worker) ratePlan(isRate bool) *ratePlan {
+	p, ts := &w.plan, w.ts
 	key := planKey{start: w.g.start, step: w.g.step, rng: w.n.rng, offset: w.n.offset, steps: w.steps, isRate: isRate}
-	if p.key == key && len(p.steps) == w.steps && slices.Equal(p.ts, ts) {
+	if p.key == key && slices.Equal(p.ts, ts) {
 		return p
 	}
-	// The plan keeps ts (the worker's buffer, which the worker reads no
-	// more once this series is evaluated) and the worker loads the next
-	// series into the plan's previous buffer: no copy.
-	if len(ts) > 0 && cap(w.ts) > 0 && &w.ts[:1][0] == &ts[0] {
-		p.ts, w.ts = ts, p.ts[:0]
-	} else {
-		p.ts = append(p.ts[:0], ts...)
+	// The plan keeps the loaded timestamps (the worker reads them no more
+	// once this series is evaluated) and the worker loads the next series
+	// into the plan's previous buffer: no copy.
+	old := p.ts
+	p.key, p.ts, w.ts = key, ts, old[:0]
+	if cap(old) > 0 && cap(ts) > 0 && &old[:1][0] == &ts[:1][0] {
+		w.ts = nil // one buffer (set from outside): the next load must not write the plan's
 	}
-	p.key = key
 	p.steps, p.memos = p.steps[:0], p.memos[:0]
 	var (
 		lo, hi     int
