@@ -689,6 +689,8 @@ func TestDifferential(t *testing.T) {
 			`sum(sum_over_time(m_temperature_celsius[5m]))`,
 			`avg by(mode)(avg_over_time(m_temperature_celsius[17m]))`,
 			`sum by(instance)(rate(m_cpu_seconds_total[5m]))`,
+			`sum(delta(m_temperature_celsius[5m]))`,
+			`sum by(job)(delta(m_temperature_celsius[10m]))`,
 		}},
 		// The engines of all runs have the same options, these with the
 		// experimental delayed name removal.

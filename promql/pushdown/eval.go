@@ -283,6 +283,17 @@ func run(ctx context.Context, series []storage.Series, gr groups, n *node, g gri
 	if n.perSeries {
 		return out, annos, release, nil
 	}
+	if n.op == parser.SUM || n.op == parser.AVG {
+		for i, w := range ws {
+			// A partial sum is at most the worker's series count times the
+			// largest magnitude its rate windows added (rateSteps, which
+			// does not mark the accumulators itself).
+			if lo := min(i*per, len(series)); workers > 1 && w.maxAbs*float64(min(lo+per, len(series))-lo) >= bigSum {
+				release()
+				return nil, nil, func() {}, errSequential
+			}
+		}
+	}
 	for _, w := range ws[1:] {
 		for i := range out {
 			if err := merge(&out[i], &w.acc[i], n.op); err != nil {
@@ -386,6 +397,7 @@ type worker struct {
 	vs     []float64
 	resets []int
 	plan   ratePlan // of the last series' sample times
+	maxAbs float64  // the largest magnitude rateSteps added to an accumulator
 }
 
 func (w *worker) runSeries(ctx context.Context, series []storage.Series, of []int32) error {
@@ -604,6 +616,7 @@ func (w *worker) rateSteps(acc []acc, counter, isRate bool) bool {
 		rp       int
 		produced bool
 		op       = w.n.op
+		maxAbs   = w.maxAbs
 	)
 	for k, st := range plan.steps {
 		lo, hi := st.lo, st.hi
@@ -635,15 +648,22 @@ func (w *worker) rateSteps(acc []acc, counter, isRate bool) bool {
 				}
 			}
 		}
+		f := result * factor
+		// Whether the sums get near overflow is decided once, in run, from
+		// the largest magnitude added (NaN is never larger).
+		if af := math.Abs(f); af > maxAbs {
+			maxAbs = af
+		}
 		if a := &acc[k]; op == parser.SUM && a.seen {
-			addSum(a, result*factor)
+			a.v, a.c = kahansum.Inc(f, a.v, a.c)
 		} else {
-			add(a, result*factor, op)
+			add(a, f, op)
 		}
 		produced = true
 		w.points++
 		w.window = max(w.window, hi-lo)
 	}
+	w.maxAbs = maxAbs
 	return produced
 }
 
@@ -748,14 +768,6 @@ func avgOverTime(vs []float64) float64 {
 		return mean + kahanC
 	}
 	return sum/count + kahanC/count
-}
-
-// addSum is add for a sum whose accumulator has seen a sample.
-func addSum(a *acc, f float64) {
-	if math.Abs(f) >= bigSum || math.Abs(a.v) >= bigSum {
-		a.big = true
-	}
-	a.v, a.c = kahansum.Inc(f, a.v, a.c)
 }
 
 // add folds f into a, as the engine's aggregation does for a float sample.
