@@ -249,17 +249,26 @@ func run(ctx context.Context, series []storage.Series, gr groups, n *node, g gri
 			w.shared = ws[0].acc
 		}
 		ws[i] = w
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			// A panic here would end the process (no HTTP handler or
-			// engine recovers another goroutine's): it fails the query.
+		work := func() {
+			// A panic in another goroutine would end the process (no HTTP
+			// handler or engine recovers it): it fails the query.
 			defer func() {
 				if r := recover(); r != nil {
 					w.err = &workerPanic{val: r, stack: debug.Stack()}
 				}
 			}()
 			w.err = w.runSeries(ctx, series[lo:hi], gr.of[lo:hi])
+		}
+		if i == len(ws)-1 {
+			// The last part runs on the query's own goroutine: a small
+			// query starts none, and wakes no other thread.
+			work()
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			work()
 		}()
 	}
 	wg.Wait()

@@ -71,23 +71,40 @@ func (q *querier) Select(ctx context.Context, sortSeries bool, hints *storage.Se
 	return results.NewList(out, warn)
 }
 
-// sortByGroup orders list by group (creation order), then column: the sort
-// compares keys copied out of the series, not the series through pointers.
+// sortByGroup orders list by group (creation order), then column. The
+// selections of many series (every series of a metric, of a job) come in
+// postings order, which interleaves the groups as their senders' shards
+// did: while the groups' ids are dense enough they are put in order by
+// counting, in one pass, and only the runs of one group whose columns are
+// out of order are sorted. Otherwise the sort compares keys copied out of
+// the series, not the series through pointers.
 func sortByGroup(list []*memSeries) {
+	if len(list) < 2 {
+		return
+	}
+	sorted := true
+	lo, hi := list[0].g.id, list[0].g.id
+	for i := 1; i < len(list); i++ {
+		g, p := list[i].g.id, list[i-1].g.id
+		if g < p || g == p && list[i].col < list[i-1].col {
+			sorted = false
+		}
+		lo, hi = min(lo, g), max(hi, g)
+	}
+	if sorted {
+		return
+	}
+	if span := hi - lo + 1; span <= uint64(2*len(list)+256) {
+		countingSortByGroup(list, lo, int(span))
+		return
+	}
 	type keyed struct {
 		g, col int64
 		s      *memSeries
 	}
 	ks := make([]keyed, len(list))
-	sorted := true
 	for i, s := range list {
 		ks[i] = keyed{int64(s.g.id), int64(s.col), s}
-		if i > 0 && (ks[i].g < ks[i-1].g || ks[i].g == ks[i-1].g && ks[i].col < ks[i-1].col) {
-			sorted = false
-		}
-	}
-	if sorted {
-		return
 	}
 	slices.SortFunc(ks, func(a, b keyed) int {
 		if a.g != b.g {
@@ -97,6 +114,38 @@ func sortByGroup(list []*memSeries) {
 	})
 	for i := range ks {
 		list[i] = ks[i].s
+	}
+}
+
+// countingSortByGroup is sortByGroup for group ids in [lo, lo+span): a
+// stable counting sort by group, then a sort by column of each group's run
+// that needs one.
+func countingSortByGroup(list []*memSeries, lo uint64, span int) {
+	start := make([]int32, span+1)
+	for _, s := range list {
+		start[s.g.id-lo+1]++
+	}
+	for i := 1; i <= span; i++ {
+		start[i] += start[i-1]
+	}
+	tmp := make([]*memSeries, len(list))
+	for _, s := range list {
+		k := s.g.id - lo
+		tmp[start[k]] = s
+		start[k]++
+	}
+	copy(list, tmp)
+	for i := 0; i < len(list); {
+		j, inOrder := i+1, true
+		for ; j < len(list) && list[j].g == list[i].g; j++ {
+			if list[j].col < list[j-1].col {
+				inOrder = false
+			}
+		}
+		if !inOrder {
+			slices.SortFunc(list[i:j], func(a, b *memSeries) int { return cmp.Compare(a.col, b.col) })
+		}
+		i = j
 	}
 }
 
