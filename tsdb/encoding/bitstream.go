@@ -185,8 +185,13 @@ func refillLeft(b []byte, pos int, buf uint64, w uint) (int, uint64, uint) {
 	return pos, buf, w
 }
 
-// fixedRun reads fields of k bits into out as riceRun does, and returns how
-// many it read; fields over 56 bits are left to readBits.
+// fixedRun reads fields of k bits into out, and returns how many it read:
+// it stops before a field whose eight-byte load would pass the end of the
+// data; fields over 56 bits are left to readBits.
+//
+// Field i starts at a bit position known in advance, so each is one load
+// and two shifts that depend on no other field (no refilled word carried
+// from field to field).
 func (r *bitReader) fixedRun(out []uint64, k uint) int {
 	if k == 0 {
 		clear(out)
@@ -195,19 +200,32 @@ func (r *bitReader) fixedRun(out []uint64, k uint) int {
 	if k > 56 {
 		return 0
 	}
-	b, pos, buf, w := r.left()
-	i := 0
-	for ; i < len(out); i++ {
-		pos, buf, w = refillLeft(b, pos, buf, w)
-		if k > w {
-			break
-		}
-		out[i] = buf >> ((64 - k) & 63)
-		buf <<= k & 63
-		w -= k
+	b := r.b
+	bit := r.pos*8 - int(r.n) // the stream's next bit
+	if len(b) < 8 {
+		return 0
 	}
-	r.setLeft(pos, buf, w)
-	return i
+	// The last bit position whose byte and the seven after it are in b.
+	last := (len(b)-8)*8 + 7
+	n := 0
+	if bit <= last {
+		n = min(len(out), (last-bit)/int(k)+1)
+	}
+	if n == 0 {
+		return 0
+	}
+	shift := (64 - k) & 63
+	for i := range out[:n] {
+		out[i] = binary.BigEndian.Uint64(b[bit>>3:]) << (uint(bit) & 7) >> shift
+		bit += int(k)
+	}
+	// The reader resumes at bit: the rest of its byte is in buf.
+	r.pos, r.n, r.buf = bit>>3, 0, 0
+	if rem := uint(bit) & 7; rem != 0 {
+		r.n, r.buf = 8-rem, uint64(b[r.pos])
+		r.pos++
+	}
+	return n
 }
 
 // readBit returns the next bit; ok is false at the end of the data.

@@ -591,47 +591,51 @@ func (d *DecimalDecoder) residuals(vals []uint64) {
 }
 
 // accumulate applies the residuals in vals to the decoder's mantissa (and
-// delta) and appends the values after the first drop to dst.
+// delta) and appends the values after the first drop to dst, written by
+// index into dst grown once.
 func (d *DecimalDecoder) accumulate(dst []float64, vals []uint64, drop int) []float64 {
 	m, dd, p := d.m, d.d, d.p
 	integers := p == 1 // float64(m)/1 is float64(m): no division
+	start := len(dst)
+	dst = slices.Grow(dst, len(vals)-drop)[:start+len(vals)-drop]
+	out := dst[start:]
 	switch d.order {
 	case 0:
 		if len(vals) > 0 {
 			m = int64(vals[len(vals)-1])
 		}
-		for _, f := range vals[drop:] {
+		for j, f := range vals[drop:] {
 			v := float64(int64(f))
 			if !integers {
 				v /= p // the decoder's one exact conversion
 			}
-			dst = append(dst, v)
+			out[j] = v
 		}
 	case 1:
 		for _, f := range vals[:drop] {
 			m += int64(f)
 		}
-		for _, f := range vals[drop:] {
+		for j, f := range vals[drop:] {
 			m += int64(f)
 			v := float64(m)
 			if !integers {
 				v /= p
 			}
-			dst = append(dst, v)
+			out[j] = v
 		}
 	default:
 		for _, f := range vals[:drop] {
 			dd += int64(f)
 			m += dd
 		}
-		for _, f := range vals[drop:] {
+		for j, f := range vals[drop:] {
 			dd += int64(f)
 			m += dd
 			v := float64(m)
 			if !integers {
 				v /= p
 			}
-			dst = append(dst, v)
+			out[j] = v
 		}
 	}
 	d.m, d.d = m, dd
