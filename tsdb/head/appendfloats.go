@@ -54,7 +54,12 @@ func (p *part) appendFloats(dec *valDecoder, ts []int64, vs []float64, mint, max
 	}
 	tss := p.tss
 	if tss == nil {
-		if tss = decodeTimestamps(c.ts, c.rows); tss == nil {
+		if p.frozen {
+			tss = c.timestamps()
+		} else {
+			tss = decodeTimestamps(c.ts, c.rows)
+		}
+		if tss == nil {
 			return ts, vs, errCorruptPresence
 		}
 	}

@@ -649,10 +649,11 @@ type seriesData struct {
 // small (a query's snapshot holds one per chunk per series): the rarer runs
 // are behind a pointer.
 type part struct {
-	c   *chunk
-	tss []int64 // the chunk's timestamps decoded, when shared; else nil
-	col int32
-	raw *rawRun // the samples when c is nil
+	c      *chunk
+	tss    []int64 // decoded timestamps of a copy of the chunk being built, shared by a group's members; else nil
+	col    int32
+	frozen bool    // c is a frozen chunk of a table: its decoded timestamps are c.timestamps()
+	raw    *rawRun // the samples when c is nil
 }
 
 // rawRun is a part's run of uncompressed samples, or of histograms (late ones).
@@ -661,28 +662,17 @@ type rawRun struct {
 	hists   []HistogramSample
 }
 
-// snapCache holds what the snapshots of one query share within a group: the
-// decoded timestamps of its chunks and one copy of the chunk being built.
-// It is filled under the group's lock and read-only afterwards.
+// snapCache holds what the snapshots of one query share within a group:
+// one copy of the chunk being built, its timestamps decoded once. It is
+// filled under the group's lock and read-only afterwards. (A frozen chunk's
+// decoded timestamps are shared by chunk.timestamps.)
 type snapCache struct {
-	ts       map[*chunk][]int64
 	building *chunkBuilder // the builder the copy below was taken of
 	bts      []byte        // its timestamp column, copied once
 	btss     []int64
 }
 
-func newSnapCache() *snapCache { return &snapCache{ts: map[*chunk][]int64{}} }
-
-// timestamps returns the decoded timestamps of c, decoding them once; nil if
-// they do not decode (the iterator then reports the error).
-func (sc *snapCache) timestamps(c *chunk) []int64 {
-	if tss, ok := sc.ts[c]; ok {
-		return tss
-	}
-	tss := decodeTimestamps(c.ts, c.rows)
-	sc.ts[c] = tss
-	return tss
-}
+func newSnapCache() *snapCache { return &snapCache{} }
 
 func decodeTimestamps(b []byte, rows int) []int64 {
 	var d encoding.TSDecoder
@@ -711,11 +701,7 @@ func (d *seriesData) add(parts []part, tb *table, c int) []part {
 		if ch.maxT < d.mint || ch.minT > d.maxt || ch.col(c) == nil {
 			continue
 		}
-		p := part{c: ch, col: int32(c)}
-		if d.sc != nil && tb.ncols > 1 {
-			p.tss = d.sc.timestamps(ch)
-		}
-		parts = append(parts, p)
+		parts = append(parts, part{c: ch, col: int32(c), frozen: true})
 	}
 	if b := tb.building; b != nil && b.maxT >= d.mint && b.minT <= d.maxt {
 		if d.sc != nil && tb.ncols > 1 {

@@ -80,8 +80,11 @@ func (it *partIterator) openPart(p int) bool {
 	}
 	it.inChunk = true
 	it.tss = pt.tss
+	if it.tss == nil && pt.frozen {
+		it.tss = pt.c.timestamps()
+	}
 	if it.tss == nil {
-		it.ts.Reset(pt.c.ts, pt.c.rows)
+		it.ts.Reset(pt.c.ts, pt.c.rows) // decoded as read (a copy of the chunk being built, or corrupt bytes)
 	}
 	it.vals.reset(pt.c, it.col)
 	it.bits = pt.c.presence(it.col)

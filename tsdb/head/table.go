@@ -8,7 +8,9 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"unsafe"
+	"weak"
 
 	"github.com/tandem-tsdb/tandem/tsdb/encoding"
 )
@@ -521,6 +523,28 @@ type chunk struct {
 	cols       []colData
 	data       []byte   // every column's encoded values, back to back
 	bits       []uint64 // presence bitmaps of the columns that need one
+	// decoded holds the timestamps decoded by timestamps, weakly: the
+	// garbage collector frees them once no query reads them.
+	decoded atomic.Pointer[weak.Pointer[int64]]
+}
+
+// timestamps returns the chunk's decoded timestamps (nil if they do not
+// decode), shared by every reader until the next garbage collection frees
+// them: the members of a group, and the queries of a dashboard refreshed
+// in a row, decode a chunk's timestamp column once instead of once each,
+// and no memory is held for chunks nobody reads. Callers do not modify it.
+func (c *chunk) timestamps() []int64 {
+	if w := c.decoded.Load(); w != nil {
+		if first := w.Value(); first != nil {
+			return unsafe.Slice(first, c.rows)
+		}
+	}
+	tss := decodeTimestamps(c.ts, c.rows)
+	if len(tss) > 0 {
+		w := weak.Make(&tss[0])
+		c.decoded.Store(&w)
+	}
+	return tss
 }
 
 // colKind is the encoding of a column's values.
