@@ -186,8 +186,10 @@ func refillLeft(b []byte, pos int, buf uint64, w uint) (int, uint64, uint) {
 }
 
 // fixedRun reads fields of k bits into out, and returns how many it read:
-// it stops before a field whose eight-byte load would pass the end of the
-// data; fields over 56 bits are left to readBits.
+// it stops before a field that passes the end of the data, or whose
+// eight-byte load would pass the end of its capacity (the bytes after a
+// column's, in the same buffer, are loaded but never used); fields over 56
+// bits are left to readBits.
 //
 // Field i starts at a bit position known in advance, so each is one load
 // and two shifts that depend on no other field (no refilled word carried
@@ -200,13 +202,14 @@ func (r *bitReader) fixedRun(out []uint64, k uint) int {
 	if k > 56 {
 		return 0
 	}
-	b := r.b
 	bit := r.pos*8 - int(r.n) // the stream's next bit
+	b := r.b[:cap(r.b)]
 	if len(b) < 8 {
 		return 0
 	}
-	// The last bit position whose byte and the seven after it are in b.
-	last := (len(b)-8)*8 + 7
+	// The last field's first bit: its bits are in the data, and its byte
+	// and the seven after it in the buffer.
+	last := min((len(b)-8)*8+7, len(r.b)*8-int(k))
 	n := 0
 	if bit <= last {
 		n = min(len(out), (last-bit)/int(k)+1)

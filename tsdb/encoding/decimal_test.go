@@ -1,8 +1,11 @@
 package encoding
 
 import (
+	"bytes"
+	"errors"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -373,5 +376,38 @@ func TestDecimalRice(t *testing.T) {
 		ms := noise(300, 0, math.Ldexp(1, w-3), 1, false)
 		enc := AppendDecimalRice(nil, ms, 0)
 		checkAppendNext(t, enc, ms, 0)
+	}
+}
+
+// TestDecimalCapacity: a stream read from a slice whose capacity runs on
+// into other bytes (a chunk's next column) decodes as one cut at its
+// length: the bytes after it are loaded but never used, and a stream cut
+// short still fails as truncated.
+func TestDecimalCapacity(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, width := range []int64{1, 3, 10, 25, 50} {
+		ms := make([]int64, 300)
+		for i := 1; i < len(ms); i++ {
+			ms[i] = ms[i-1] + rng.Int64N(1<<width)
+		}
+		enc := AppendDecimal(nil, ms, 2)
+		for _, tail := range []byte{0x00, 0xff} {
+			buf := append(slices.Clone(enc), bytes.Repeat([]byte{tail}, 16)...)
+			var d DecimalDecoder
+			d.Reset(buf[:len(enc)], len(ms))
+			got := d.AppendNext(nil, 0, len(ms))
+			if err := d.Err(); err != nil || len(got) != len(ms) {
+				t.Fatalf("width %d, tail %#x: %d values, error %v", width, tail, len(got), err)
+			}
+			for i, m := range ms {
+				if want := float64(m) / 100; got[i] != want {
+					t.Fatalf("width %d, tail %#x: value %d is %v, want %v", width, tail, i, got[i], want)
+				}
+			}
+			d.Reset(buf[:len(enc)-1], len(ms))
+			if got := d.AppendNext(nil, 0, len(ms)); !errors.Is(d.Err(), ErrTruncated) {
+				t.Fatalf("width %d, tail %#x: a stream one byte short decoded %d values, error %v", width, tail, len(got), d.Err())
+			}
+		}
 	}
 }

@@ -579,7 +579,7 @@ func (c *chunk) col(i int) *colData {
 }
 
 // vals returns the encoded values of column cd.
-func (c *chunk) vals(cd *colData) []byte { return c.data[cd.off:cd.end:cd.end] }
+func (c *chunk) vals(cd *colData) []byte { return c.data[cd.off:cd.end] }
 
 // presence returns the presence bitmap of column cd (nil: rows first..first+n-1).
 func (c *chunk) presence(cd *colData) []uint64 {
