@@ -45,3 +45,38 @@ func TestDropStale(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendResets: the counter resets found four values at a time are the
+// indexes where a value is below the one before, for every length up to 40
+// and values with drops, NaNs, infinities and signed zeros anywhere.
+func TestAppendResets(t *testing.T) {
+	rng := rand.New(rand.NewSource(3))
+	special := []float64{math.NaN(), math.Inf(1), math.Inf(-1), math.Copysign(0, -1), 0, 1}
+	for n := 0; n <= 40; n++ {
+		for trial := 0; trial < 50; trial++ {
+			vs := make([]float64, n)
+			v := 0.0
+			for i := range vs {
+				switch r := rng.Float64(); {
+				case r < 0.1:
+					vs[i] = special[rng.Intn(len(special))]
+					continue
+				case r < 0.2:
+					v = rng.Float64() * 5 // a reset, mostly
+				default:
+					v += rng.Float64() * 3
+				}
+				vs[i] = v
+			}
+			var want []int
+			for i := 1; i < len(vs); i++ {
+				if vs[i] < vs[i-1] {
+					want = append(want, i)
+				}
+			}
+			if got := appendResets(nil, vs); !slices.Equal(got, want) {
+				t.Fatalf("resets of %v: got %v, want %v", vs, got, want)
+			}
+		}
+	}
+}
