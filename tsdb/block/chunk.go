@@ -675,19 +675,27 @@ func (c *colCursor) appendRange(ts []int64, vs []float64, mint, maxt int64) (_ [
 	if a > b {
 		return ts, vs, past, nil
 	}
+	k := b - a + 1
 	switch c.col.enc {
 	case encConst:
-		for range b - a + 1 {
-			vs = append(vs, c.col.first)
+		start := len(vs)
+		vs = slices.Grow(vs, k)[:start+k]
+		for j := range vs[start:] {
+			vs[start+j] = c.col.first
 		}
 	case encDecimal:
 		start := len(vs)
-		if vs = c.dec.AppendNext(vs, a-first, b-a+1); len(vs)-start != b-a+1 {
+		if vs = c.dec.AppendNext(vs, a-first, k); len(vs)-start != k {
 			return ts, vs[:start], past, fmt.Errorf("values: %w: %w", cmp.Or(c.dec.Err(), errFewValues), ErrCorrupt)
 		}
 	}
-	for r := a; r <= b; r++ {
-		ts = append(ts, ch.minT+int64(r)*ch.step)
+	// The rows' times, written by index into ts grown once.
+	start := len(ts)
+	ts = slices.Grow(ts, k)[:start+k]
+	t := ch.minT + int64(a)*ch.step
+	for j := range ts[start:] {
+		ts[start+j] = t
+		t += ch.step
 	}
 	c.n = n
 	return ts, vs, past, nil

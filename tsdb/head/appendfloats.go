@@ -118,8 +118,10 @@ func appendRun(dec *valDecoder, c *chunk, col *colData, tss []int64, ts []int64,
 			return ts, vs, err
 		}
 		ts = append(ts, rows[a:b]...)
-		for range b - a {
-			vs = append(vs, dec.cv)
+		start := len(vs)
+		vs = slices.Grow(vs, b-a)[:start+b-a]
+		for j := range vs[start:] {
+			vs[start+j] = dec.cv
 		}
 		return ts, vs, nil
 	}
