@@ -6,6 +6,7 @@ import (
 	"math"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 
@@ -103,6 +104,11 @@ func evalNode(ctx context.Context, q storage.Queryable, n *node, g grid) ([]synt
 	}
 	ss := querier.Select(ctx, false, hints, n.sel.LabelMatchers...)
 	bufs := getSelectBufs()
+	if sz, ok := ss.(fastread.Sized); ok {
+		// Sized once: a selection of a million series would otherwise
+		// allocate its slices about twice over while growing them.
+		bufs.series, bufs.of = slices.Grow(bufs.series, sz.Len()), slices.Grow(bufs.of, sz.Len())
+	}
 	var (
 		series = bufs.series
 		gr     = groups{of: bufs.of}

@@ -36,6 +36,14 @@ type FloatAppender interface {
 	AppendFloats(ts []int64, vs []float64, mint, maxt int64) ([]int64, []float64, error)
 }
 
+// Sized is implemented by the series sets tandem's queriers return when
+// they know how many series they yield: a caller that keeps them all sizes
+// its buffers once instead of growing them. (A set merging several
+// queriers' does not implement it.)
+type Sized interface {
+	Len() int
+}
+
 // StartTimestamper is implemented by the series tandem's queriers return:
 // HasStartTimestamps reports whether any of the series' samples in the range
 // it was selected for may have a start timestamp, so that a caller that

@@ -10,7 +10,7 @@ import (
 // AppendFloats implements fastread.FloatAppender.
 func (s *headSeries) AppendFloats(ts []int64, vs []float64, mint, maxt int64) ([]int64, []float64, error) {
 	if s.d == nil {
-		if t := s.one.T; t >= max(mint, s.mint) && t <= min(maxt, s.maxt) {
+		if t := s.one.T; t >= mint && t <= maxt { // (in the querier's range: lastSample)
 			ts, vs = append(ts, t), append(vs, s.one.V)
 		}
 		return ts, vs, nil

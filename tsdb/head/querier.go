@@ -231,7 +231,7 @@ func snapshotRun(ctx context.Context, list []*memSeries, mint, maxt int64, lastO
 				if lastOnly {
 					if one, in, ok := list[i].lastSample(mint, maxt); ok {
 						if in {
-							last = append(last, headSeries{lset: list[i].lset, one: one, oneST: list[i].startAt(one.T), mint: mint, maxt: maxt})
+							last = append(last, headSeries{lset: list[i].lset, one: one, oneST: list[i].startAt(one.T)})
 							out = append(out, &last[len(last)-1])
 						}
 						continue
@@ -353,15 +353,14 @@ type headSeries struct {
 	one  Sample
 	// oneST is the one sample's start timestamp (0: none).
 	oneST int64
-	// mint and maxt bound the one sample's snapshot.
-	mint, maxt int64
 }
 
 // data returns the series' snapshot; a one-sample series makes one (not
 // kept: a series may be read by several goroutines).
 func (s *headSeries) data() *seriesData {
 	if s.d == nil {
-		d := &seriesData{mint: s.mint, maxt: s.maxt, parts: []part{{raw: &rawRun{samples: []Sample{s.one}}}}}
+		// The one sample is in the querier's range (lastSample): it bounds its snapshot.
+		d := &seriesData{mint: s.one.T, maxt: s.one.T, parts: []part{{raw: &rawRun{samples: []Sample{s.one}}}}}
 		if s.oneST != 0 {
 			d.starts = starts.Runs{{From: s.one.T, To: s.one.T, V: s.oneST}}
 		}

@@ -27,6 +27,9 @@ func NewList[S storage.Series](list []S, warn annotations.Annotations) *List[S] 
 	return &List[S]{list: list, i: -1, warn: warn}
 }
 
+// Len returns how many series the list yields in all (fastread.Sized).
+func (s *List[S]) Len() int { return len(s.list) }
+
 // Next advances to the next series.
 func (s *List[S]) Next() bool {
 	s.i++
