@@ -534,16 +534,18 @@ func (g *group) lookup(s *memSeries, t int64) (sampleValue, bool) {
 // snapshot captures member s's data overlapping [mint, maxt]; called with g.mu
 // held. Frozen chunks are shared; the chunk being built and open rows are copied.
 func (g *group) snapshot(s *memSeries, mint, maxt int64) *seriesData {
-	return g.snapshotShared(s, mint, maxt, nil)
+	d := new(seriesData)
+	g.snapshotInto(d, s, mint, maxt, nil, nil)
+	return d
 }
 
-// snapshotShared is snapshot with the group's timestamps shared through sc
-// (nil: nothing shared) by the snapshots of one query: each chunk's
-// timestamp column is decoded once, not once per series.
-func (g *group) snapshotShared(s *memSeries, mint, maxt int64, sc *snapCache) *seriesData {
-	d := &seriesData{mint: mint, maxt: maxt, sc: sc}
+// snapshotInto is snapshot into d (zero), with the copy of the chunk being
+// built shared through sc (nil: nothing shared) by the snapshots of one
+// query, and the parts taken from sl (nil: allocated).
+func (g *group) snapshotInto(d *seriesData, s *memSeries, mint, maxt int64, sc *snapCache, sl *snapSlab) {
+	d.mint, d.maxt, d.sc = mint, maxt, sc
 	if s.removed() {
-		return d // GC removed it; its column may belong to another series now
+		return // GC removed it; its column may belong to another series now
 	}
 	newest := s.lastT
 	if n := len(s.late()); n > 0 && s.late()[n-1].T > newest {
@@ -553,12 +555,14 @@ func (g *group) snapshotShared(s *memSeries, mint, maxt int64, sc *snapCache) *s
 		newest = s.lateHist()[n-1].T
 	}
 	if newest < mint || s.minT > maxt {
-		return d
+		return
 	}
+	d.sl = sl
 	d.parts = d.add(d.parts, g.aligned, int(s.col))
 	if s.own() != nil {
 		d.own = d.add(d.own, s.own(), 0)
 	}
+	d.sl = nil
 	if in := lateIn(s.late(), mint, maxt); len(in) > 0 {
 		d.late = slices.Clone(in)
 	}
@@ -566,7 +570,6 @@ func (g *group) snapshotShared(s *memSeries, mint, maxt int64, sc *snapCache) *s
 		d.lateH = slices.Clone(in)
 	}
 	d.starts = s.startRuns(mint, maxt)
-	return d
 }
 
 // appendLate places a sample older than the head's range (its block range is
@@ -638,6 +641,7 @@ func (s *memSeries) insertLate(t int64, v float64) {
 type seriesData struct {
 	mint, maxt int64
 	sc         *snapCache // shared decoded timestamps; nil when not shared
+	sl         *snapSlab  // where the parts are taken from while snapshotting; nil otherwise
 	parts      []part
 	own        []part
 	late       []Sample // accepted out of order, sorted (copied)
@@ -696,7 +700,11 @@ func (d *seriesData) add(parts []part, tb *table, c int) []part {
 			nopen++
 		}
 	}
-	parts = slices.Grow(parts, n+2)
+	if len(parts) == 0 && d.sl != nil {
+		parts = d.sl.parts(n + 2)
+	} else {
+		parts = slices.Grow(parts, n+2)
+	}
 	for _, ch := range chunks {
 		if ch.maxT < d.mint || ch.minT > d.maxt || ch.col(c) == nil {
 			continue
