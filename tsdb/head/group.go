@@ -718,7 +718,7 @@ func (d *seriesData) add(parts []part, tb *table, c int) []part {
 				sc.building, sc.bts = b, slices.Clone(b.ts.Bytes())
 				sc.btss = decodeTimestamps(sc.bts, b.rows)
 			}
-			if ch := b.snapshotColTS(c, sc.bts); ch != nil {
+			if ch := b.snapshotColTS(c, sc.bts, d.sl); ch != nil {
 				parts = append(parts, part{c: ch, col: 0, tss: sc.btss})
 			}
 		} else if ch := b.snapshotCol(c); ch != nil {

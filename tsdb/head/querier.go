@@ -261,6 +261,8 @@ type snapSlab struct {
 	hs   []headSeries
 	ds   []seriesData
 	ps   []part
+	oc   []oneColChunk // copies of the chunk being built
+	bs   []byte        // their values' bytes
 }
 
 // slabBlock bounds the series in one block of a snapSlab.
@@ -299,6 +301,31 @@ func (sl *snapSlab) parts(n int) []part {
 	k := len(sl.ps)
 	sl.ps = sl.ps[:k+n]
 	return sl.ps[k : k : k+n]
+}
+
+// oneCol returns a zero oneColChunk; sl may be nil.
+func (sl *snapSlab) oneCol() *oneColChunk {
+	if sl == nil {
+		return new(oneColChunk)
+	}
+	if len(sl.oc) == cap(sl.oc) {
+		sl.oc = make([]oneColChunk, 0, min(max(sl.left+1, 1), slabBlock))
+	}
+	sl.oc = sl.oc[:len(sl.oc)+1]
+	return &sl.oc[len(sl.oc)-1]
+}
+
+// bytes returns a copy of b, its capacity its length; sl may be nil.
+func (sl *snapSlab) bytes(b []byte) []byte {
+	if sl == nil {
+		return slices.Clone(b)
+	}
+	if cap(sl.bs)-len(sl.bs) < len(b) {
+		sl.bs = make([]byte, 0, max(len(b), min(max(sl.left+1, 1), slabBlock)*64))
+	}
+	k := len(sl.bs)
+	sl.bs = append(sl.bs, b...)
+	return sl.bs[k:len(sl.bs):len(sl.bs)]
 }
 
 // snapshotGroupHook, when set (by tests), runs with each group locked before

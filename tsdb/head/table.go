@@ -471,12 +471,13 @@ func (b *chunkBuilder) snapshotCol(c int) *chunk {
 	if b.col(c) == nil && (b.hist == nil || c != 0 || b.rows == 0) {
 		return nil
 	}
-	return b.snapshotColTS(c, slices.Clone(b.ts.Bytes()))
+	return b.snapshotColTS(c, slices.Clone(b.ts.Bytes()), nil)
 }
 
 // snapshotColTS is snapshotCol with the timestamp column already copied
-// (ts, shared by the snapshots of several columns).
-func (b *chunkBuilder) snapshotColTS(c int, ts []byte) *chunk {
+// (ts, shared by the snapshots of several columns), its structure and
+// bytes taken from sl (nil: allocated).
+func (b *chunkBuilder) snapshotColTS(c int, ts []byte, sl *snapSlab) *chunk {
 	if b.hist != nil {
 		if c != 0 || b.rows == 0 {
 			return nil
@@ -489,14 +490,17 @@ func (b *chunkBuilder) snapshotColTS(c int, ts []byte) *chunk {
 		return nil
 	}
 	n := cb.vals.Count()
-	one := &oneColChunk{chunk: chunk{minT: b.minT, maxT: b.maxT, rows: b.rows, ts: ts}}
+	one := sl.oneCol()
 	ch := &one.chunk
+	ch.minT, ch.maxT, ch.rows, ch.ts = b.minT, b.maxT, b.rows, ts
 	cd := colData{kind: colXOR, first: int32(cb.first), n: int32(n)}
 	if st := b.stream(cb); len(st) == 0 {
 		v, _ := cb.vals.Constant(st)
-		cd.kind, ch.data = colConst, binary.LittleEndian.AppendUint64(nil, math.Float64bits(v))
+		var vb [8]byte
+		binary.LittleEndian.PutUint64(vb[:], math.Float64bits(v))
+		cd.kind, ch.data = colConst, sl.bytes(vb[:])
 	} else {
-		ch.data = slices.Clone(st)
+		ch.data = sl.bytes(st)
 	}
 	cd.end = uint32(len(ch.data))
 	if bm := b.bitmap(cb); bm != nil {
