@@ -671,9 +671,14 @@ func TestWriteAndReadRoutesTakePrecedence(t *testing.T) {
 	}
 }
 
+// TestCORSAndCompression: the CORS headers on answers small enough to be
+// sent uncompressed (under minCompressSize, with their length) and on a
+// large one, compressed.
 func TestCORSAndCompression(t *testing.T) {
-	base, _ := testServer(t, nil)
-	for _, p := range []string{"/query?query=1", "/metadata"} {
+	base, st := testServer(t, nil)
+	appendTestData(t, st)
+	large := "/query_range?" + url.Values{"query": {"up"}, "start": {"0"}, "end": {"600"}, "step": {"1"}}.Encode()
+	for p, enc := range map[string]string{"/query?query=1": "", "/metadata": "", large: "gzip"} {
 		req, _ := http.NewRequest(http.MethodGet, base+"/api/v1"+p, nil)
 		req.Header.Set("Origin", "http://grafana.example")
 		req.Header.Set("Accept-Encoding", "gzip")
@@ -681,9 +686,13 @@ func TestCORSAndCompression(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK || resp.Header.Get("Access-Control-Allow-Origin") != "*" || resp.Header.Get("Content-Encoding") != "gzip" {
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Access-Control-Allow-Origin") != "*" || resp.Header.Get("Content-Encoding") != enc {
 			t.Fatalf("%s: %d %v", p, resp.StatusCode, resp.Header)
+		}
+		if enc == "" && (resp.ContentLength != int64(len(body)) || !bytes.Contains(body, []byte(`"status":"success"`))) {
+			t.Fatalf("%s: Content-Length %d, body %q", p, resp.ContentLength, body)
 		}
 	}
 }
@@ -766,16 +775,31 @@ func TestNewHandlerValidation(t *testing.T) {
 	}
 }
 
-// TestResponseCompression: API responses are gzip- or deflate-compressed as
-// the client asks (the first of the two in Accept-Encoding), decode to the
-// plain response, and say so in Content-Encoding and Vary.
+// TestResponseCompression: API responses of minCompressSize and more are
+// gzip- or deflate-compressed as the client asks (the first of the two in
+// Accept-Encoding), decode to the plain response, and say so in
+// Content-Encoding and Vary; smaller ones, and error answers, are sent as
+// they are, with their status.
 func TestResponseCompression(t *testing.T) {
 	base, st := testServer(t, nil)
 	appendTestData(t, st)
-	u := base + "/api/v1/query_range?" + url.Values{"query": {"up"}, "start": {"0"}, "end": {"600"}, "step": {"15"}}.Encode()
+	for _, tc := range []struct {
+		path string
+		code int
+	}{
+		{"/api/v1/query?query=up", http.StatusOK},
+		{"/api/v1/query?query=up(", http.StatusBadRequest},
+		{"/api/v1/query_range?query=up", http.StatusBadRequest},
+	} {
+		code, body, hdr := do(t, http.MethodGet, base+tc.path, nil, map[string]string{"Accept-Encoding": "gzip"})
+		if code != tc.code || hdr.Get("Content-Encoding") != "" || len(body) >= minCompressSize || !bytes.Contains(body, []byte(`"status"`)) {
+			t.Fatalf("%s: %d, Content-Encoding %q, body %q", tc.path, code, hdr.Get("Content-Encoding"), body)
+		}
+	}
+	u := base + "/api/v1/query_range?" + url.Values{"query": {"up"}, "start": {"0"}, "end": {"600"}, "step": {"5"}}.Encode()
 	_, plain, hdr := do(t, http.MethodGet, u, nil, map[string]string{"Accept-Encoding": "identity"})
-	if hdr.Get("Content-Encoding") != "" || !strings.Contains(string(plain), `"status":"success"`) {
-		t.Fatalf("identity: Content-Encoding %q, body %.100s", hdr.Get("Content-Encoding"), plain)
+	if hdr.Get("Content-Encoding") != "" || !strings.Contains(string(plain), `"status":"success"`) || len(plain) < minCompressSize {
+		t.Fatalf("identity: Content-Encoding %q, %d bytes, body %.100s", hdr.Get("Content-Encoding"), len(plain), plain)
 	}
 	for _, tc := range []struct{ accept, want string }{
 		{"gzip", "gzip"},

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"io"
 	"net/http"
 	"runtime"
@@ -15,6 +16,9 @@ import (
 // through gzipStream, which compresses a large body on several cores):
 // upstream allocates a whole compressor per response and compresses at the
 // default level, which cost as much CPU as a large range query's evaluation.
+// A body under minCompressSize is sent as it is, as klauspost's gzhttp and
+// web servers do by default: compressing an instant query's answer took
+// longer on both ends than sending it.
 // The handler below sees no Accept-Encoding, so it writes plain bytes.
 // Remote read answers (snappy already) pass through untouched.
 func compressResponses(h http.Handler) http.Handler {
@@ -28,24 +32,15 @@ func compressResponses(h http.Handler) http.Handler {
 		*inner = *r
 		inner.Header = r.Header.Clone()
 		inner.Header.Del("Accept-Encoding")
-		w.Header().Set("Content-Encoding", enc)
-		cw := &compressedWriter{ResponseWriter: w}
-		if enc == "gzip" {
-			gz := gzipStreamFree.get()
-			gz.reset(w)
-			cw.w = gz
-			defer func() { gz.reset(io.Discard); gzipStreamFree.put(gz) }()
-		} else {
-			zw := zlibFree.get()
-			zw.Reset(w)
-			cw.w = zw
-			defer func() { zw.Reset(io.Discard); zlibFree.put(zw) }()
-		}
+		cw := &compressedWriter{ResponseWriter: w, enc: enc}
+		defer cw.release()
 		h.ServeHTTP(cw, inner)
-		cw.Header().Del("Content-Length")
-		_ = cw.w.Close()
+		cw.finish()
 	})
 }
+
+// minCompressSize is the smallest body compressed (gzhttp's default).
+const minCompressSize = 1024
 
 // acceptedEncoding returns "gzip" or "deflate", whichever comes first in an
 // Accept-Encoding header, or "" (upstream's choice, q-values ignored).
@@ -97,18 +92,93 @@ var (
 	})
 )
 
-// compressedWriter sends a response's body through a compressor.
+// compressedWriter holds a response's status and first bytes until the
+// body reaches minCompressSize, then sends it through a compressor; a
+// smaller body is sent as it is when the handler returns.
 type compressedWriter struct {
 	http.ResponseWriter
-	w io.WriteCloser
+	enc    string // gzip or deflate
+	status int    // held until the body's size decides; 0: none set
+	sent   bool   // the status and headers are sent
+	held   []byte // the body while it is under minCompressSize
+	gz     *gzipStream
+	zw     *zlib.Writer
+	w      io.WriteCloser // the compressor, once compressing
 }
 
 func (c *compressedWriter) WriteHeader(status int) {
-	c.Header().Del("Content-Length")
-	c.ResponseWriter.WriteHeader(status)
+	if c.status == 0 && !c.sent {
+		c.status = status
+	}
 }
 
 func (c *compressedWriter) Write(p []byte) (int, error) {
-	c.Header().Del("Content-Length")
+	switch {
+	case c.w != nil:
+		return c.w.Write(p)
+	case c.sent:
+		return c.ResponseWriter.Write(p)
+	case len(c.held)+len(p) < minCompressSize:
+		c.held = append(c.held, p...)
+		return len(p), nil
+	}
+	c.compress()
+	if len(c.held) > 0 {
+		if _, err := c.w.Write(c.held); err != nil {
+			return 0, err
+		}
+		c.held = nil
+	}
 	return c.w.Write(p)
+}
+
+// compress sends the headers of a compressed body and starts its compressor.
+func (c *compressedWriter) compress() {
+	h := c.Header()
+	h.Set("Content-Encoding", c.enc)
+	h.Del("Content-Length")
+	c.send()
+	if c.enc == "gzip" {
+		c.gz = gzipStreamFree.get()
+		c.gz.reset(c.ResponseWriter)
+		c.w = c.gz
+		return
+	}
+	c.zw = zlibFree.get()
+	c.zw.Reset(c.ResponseWriter)
+	c.w = c.zw
+}
+
+// send sends the status held (200 if none) and the headers.
+func (c *compressedWriter) send() {
+	c.sent = true
+	c.ResponseWriter.WriteHeader(cmp.Or(c.status, http.StatusOK))
+}
+
+// finish ends the body once the handler returned: the compressor's last
+// bytes, or the small body held, as it is.
+func (c *compressedWriter) finish() {
+	if c.w != nil {
+		_ = c.w.Close()
+		return
+	}
+	if c.sent {
+		return
+	}
+	c.send() // (net/http sets the Content-Length of a body this small)
+	if len(c.held) > 0 {
+		_, _ = c.ResponseWriter.Write(c.held)
+	}
+}
+
+// release gives the compressor back to its free list.
+func (c *compressedWriter) release() {
+	if c.gz != nil {
+		c.gz.reset(io.Discard)
+		gzipStreamFree.put(c.gz)
+	}
+	if c.zw != nil {
+		c.zw.Reset(io.Discard)
+		zlibFree.put(c.zw)
+	}
 }
