@@ -17,7 +17,7 @@ func (s *headSeries) AppendFloats(ts []int64, vs []float64, mint, maxt int64) ([
 	}
 	d := s.d
 	mint, maxt = max(mint, d.mint), min(maxt, d.maxt)
-	if len(d.own) > 0 || len(d.late) > 0 || len(d.lateH) > 0 {
+	if d.more() {
 		// Several streams to merge: the iterator does that.
 		return fastread.AppendIter(newSeriesIterator(d), ts, vs, mint, maxt)
 	}

@@ -522,7 +522,8 @@ func (g *group) lookup(s *memSeries, t int64) (sampleValue, bool) {
 	d := &seriesData{mint: t, maxt: t}
 	d.parts = d.add(d.parts, g.aligned, int(s.col))
 	if own := s.own(); own != nil {
-		d.own = d.add(d.own, own, 0)
+		x := d.extra()
+		x.own = d.add(x.own, own, 0)
 	}
 	it := newSeriesIterator(d)
 	if vt := it.Next(); vt != chunkenc.ValNone && it.AtT() == t {
@@ -560,16 +561,19 @@ func (g *group) snapshotInto(d *seriesData, s *memSeries, mint, maxt int64, sc *
 	d.sl = sl
 	d.parts = d.add(d.parts, g.aligned, int(s.col))
 	if s.own() != nil {
-		d.own = d.add(d.own, s.own(), 0)
+		x := d.extra()
+		x.own = d.add(x.own, s.own(), 0)
 	}
 	d.sl = nil
 	if in := lateIn(s.late(), mint, maxt); len(in) > 0 {
-		d.late = slices.Clone(in)
+		d.extra().late = slices.Clone(in)
 	}
 	if in := lateHistIn(s.lateHist(), mint, maxt); len(in) > 0 {
-		d.lateH = slices.Clone(in)
+		d.extra().lateH = slices.Clone(in)
 	}
-	d.starts = s.startRuns(mint, maxt)
+	if r := s.startRuns(mint, maxt); len(r) > 0 {
+		d.extra().starts = r
+	}
 }
 
 // appendLate places a sample older than the head's range (its block range is
@@ -643,10 +647,30 @@ type seriesData struct {
 	sc         *snapCache // shared decoded timestamps; nil when not shared
 	sl         *snapSlab  // where the parts are taken from while snapshotting; nil otherwise
 	parts      []part
-	own        []part
-	late       []Sample // accepted out of order, sorted (copied)
-	lateH      []HistogramSample
-	starts     starts.Runs // start timestamps within [mint, maxt] (copied)
+	x          *dataExtra // what most members do not have; nil when none
+}
+
+// dataExtra is the part of a member's snapshot that most never need: a
+// query's snapshots hold one seriesData per series, kept small without it.
+type dataExtra struct {
+	own    []part
+	late   []Sample // accepted out of order, sorted (copied)
+	lateH  []HistogramSample
+	starts starts.Runs // start timestamps within [mint, maxt] (copied)
+}
+
+// extra returns d's dataExtra, made on first use.
+func (d *seriesData) extra() *dataExtra {
+	if d.x == nil {
+		d.x = new(dataExtra)
+	}
+	return d.x
+}
+
+// more reports whether d has parts beyond its aligned ones to merge.
+func (d *seriesData) more() bool {
+	x := d.x
+	return x != nil && (len(x.own) > 0 || len(x.late) > 0 || len(x.lateH) > 0)
 }
 
 // part is either a chunk column or a run of uncompressed samples. It is kept
@@ -742,5 +766,5 @@ func (d *seriesData) add(parts []part, tb *table, c int) []part {
 }
 
 func (d *seriesData) empty() bool {
-	return len(d.parts) == 0 && len(d.own) == 0 && len(d.late) == 0 && len(d.lateH) == 0
+	return len(d.parts) == 0 && !d.more()
 }

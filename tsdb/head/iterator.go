@@ -369,20 +369,27 @@ func newSeriesIterator(d *seriesData) *seriesIterator {
 	return it
 }
 
+// noExtra is the dataExtra of a snapshot without one (read only).
+var noExtra dataExtra
+
 func (it *seriesIterator) reset(d *seriesData) {
-	it.starts.Reset(d.starts)
+	x := d.x
+	if x == nil {
+		x = &noExtra
+	}
+	it.starts.Reset(x.starts)
 	it.st[0].reset(d, d.parts)
 	it.n = 1
-	if len(d.own) > 0 {
-		it.st[it.n].reset(d, d.own)
+	if len(x.own) > 0 {
+		it.st[it.n].reset(d, x.own)
 		it.n++
 	}
-	if len(d.late) > 0 {
-		it.st[it.n].reset(d, []part{{raw: &rawRun{samples: d.late}}})
+	if len(x.late) > 0 {
+		it.st[it.n].reset(d, []part{{raw: &rawRun{samples: x.late}}})
 		it.n++
 	}
-	if len(d.lateH) > 0 {
-		it.st[it.n].reset(d, []part{{raw: &rawRun{hists: d.lateH}}})
+	if len(x.lateH) > 0 {
+		it.st[it.n].reset(d, []part{{raw: &rawRun{hists: x.lateH}}})
 		it.n++
 	}
 	it.ok, it.started, it.cur = [4]bool{}, false, &it.st[0]

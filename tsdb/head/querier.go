@@ -444,7 +444,7 @@ func (s *headSeries) data() *seriesData {
 		// The one sample is in the querier's range (lastSample): it bounds its snapshot.
 		d := &seriesData{mint: s.one.T, maxt: s.one.T, parts: []part{{raw: &rawRun{samples: []Sample{s.one}}}}}
 		if s.oneST != 0 {
-			d.starts = starts.Runs{{From: s.one.T, To: s.one.T, V: s.oneST}}
+			d.x = &dataExtra{starts: starts.Runs{{From: s.one.T, To: s.one.T, V: s.oneST}}}
 		}
 		return d
 	}

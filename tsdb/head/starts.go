@@ -76,7 +76,7 @@ func (s *headSeries) HasStartTimestamps() bool {
 	if s.d == nil {
 		return s.oneST != 0
 	}
-	return len(s.d.starts) > 0
+	return s.d.x != nil && len(s.d.x.starts) > 0
 }
 
 // startAt returns the start timestamp of s's sample at t (0: none); called
