@@ -296,7 +296,7 @@ func (sl *snapSlab) unData() {
 // parts returns an empty slice with room for n parts.
 func (sl *snapSlab) parts(n int) []part {
 	if cap(sl.ps)-len(sl.ps) < n {
-		sl.ps = make([]part, 0, max(n, min(max(sl.left+1, 1), slabBlock)*(n)))
+		sl.ps = make([]part, 0, max(n, min(max(sl.left+1, 1), slabBlock)*n))
 	}
 	k := len(sl.ps)
 	sl.ps = sl.ps[:k+n]
