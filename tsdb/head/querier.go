@@ -268,10 +268,14 @@ type snapSlab struct {
 // slabBlock bounds the series in one block of a snapSlab.
 const slabBlock = 512
 
+// blockLen is how many series the next block serves: the series left
+// (the one being snapshotted included), at most slabBlock.
+func (sl *snapSlab) blockLen() int { return min(max(sl.left+1, 1), slabBlock) }
+
 // series returns a zero headSeries.
 func (sl *snapSlab) series() *headSeries {
 	if len(sl.hs) == cap(sl.hs) {
-		sl.hs = make([]headSeries, 0, min(max(sl.left, 1), slabBlock))
+		sl.hs = make([]headSeries, 0, sl.blockLen())
 	}
 	sl.hs = sl.hs[:len(sl.hs)+1]
 	return &sl.hs[len(sl.hs)-1]
@@ -281,7 +285,7 @@ func (sl *snapSlab) series() *headSeries {
 func (sl *snapSlab) data() *seriesData {
 	sl.left--
 	if len(sl.ds) == cap(sl.ds) {
-		sl.ds = make([]seriesData, 0, min(max(sl.left+1, 1), slabBlock))
+		sl.ds = make([]seriesData, 0, sl.blockLen())
 	}
 	sl.ds = sl.ds[:len(sl.ds)+1]
 	return &sl.ds[len(sl.ds)-1]
@@ -296,7 +300,7 @@ func (sl *snapSlab) unData() {
 // parts returns an empty slice with room for n parts.
 func (sl *snapSlab) parts(n int) []part {
 	if cap(sl.ps)-len(sl.ps) < n {
-		sl.ps = make([]part, 0, max(n, min(max(sl.left+1, 1), slabBlock)*n))
+		sl.ps = make([]part, 0, sl.blockLen()*n)
 	}
 	k := len(sl.ps)
 	sl.ps = sl.ps[:k+n]
@@ -309,7 +313,7 @@ func (sl *snapSlab) oneCol() *oneColChunk {
 		return new(oneColChunk)
 	}
 	if len(sl.oc) == cap(sl.oc) {
-		sl.oc = make([]oneColChunk, 0, min(max(sl.left+1, 1), slabBlock))
+		sl.oc = make([]oneColChunk, 0, sl.blockLen())
 	}
 	sl.oc = sl.oc[:len(sl.oc)+1]
 	return &sl.oc[len(sl.oc)-1]
@@ -321,7 +325,7 @@ func (sl *snapSlab) bytes(b []byte) []byte {
 		return slices.Clone(b)
 	}
 	if cap(sl.bs)-len(sl.bs) < len(b) {
-		sl.bs = make([]byte, 0, max(len(b), min(max(sl.left+1, 1), slabBlock)*64))
+		sl.bs = make([]byte, 0, max(len(b), sl.blockLen()*64))
 	}
 	k := len(sl.bs)
 	sl.bs = append(sl.bs, b...)

@@ -582,7 +582,8 @@ func (c *chunk) col(i int) *colData {
 	return &c.cols[i]
 }
 
-// vals returns the encoded values of column cd.
+// vals returns the encoded values of column cd. Its capacity runs on into
+// the next columns' bytes, which fixed-width decoding may load but never uses.
 func (c *chunk) vals(cd *colData) []byte { return c.data[cd.off:cd.end] }
 
 // presence returns the presence bitmap of column cd (nil: rows first..first+n-1).
