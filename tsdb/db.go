@@ -307,7 +307,7 @@ func (db *DB) flushLate() (bool, error) {
 	var dirs []string
 	for _, mint := range late.Ranges(rng) {
 		meta, err := block.Write(db.dir, mint, mint+rng, late.Groups(mint, mint+rng),
-			block.WriteOptions{Exemplars: late.Exemplars(mint, mint+rng), Starts: late.Starts(mint, mint+rng)})
+			block.WriteOptions{Exemplars: late.Exemplars(mint, mint+rng), Starts: late.Starts(mint, mint+rng), KeepLabels: true})
 		if err != nil {
 			return false, fmt.Errorf("write out-of-order block [%d, %d): %w", mint, mint+rng, err)
 		}
@@ -329,7 +329,9 @@ func (db *DB) flushLate() (bool, error) {
 func (db *DB) flushRange(mint, maxt int64) (empty bool, err error) {
 	// From here on the range is closed: late samples for it are refused.
 	r := db.head.ExportRange(mint, maxt)
-	meta, err := block.Write(db.dir, mint, maxt, r.Groups, block.WriteOptions{Exemplars: r.Exemplars(), Starts: r.Starts()})
+	// A head's series labels are strings it never reuses: the writer keeps
+	// them rather than copying a million of them (KeepLabels).
+	meta, err := block.Write(db.dir, mint, maxt, r.Groups, block.WriteOptions{Exemplars: r.Exemplars(), Starts: r.Starts(), KeepLabels: true})
 	if err != nil {
 		return false, fmt.Errorf("flush [%d, %d): %w", mint, maxt, err)
 	}
@@ -388,7 +390,7 @@ func (db *DB) Snapshot(dir string, withHead bool) error {
 		return nil
 	}
 	mint, maxt := r.Range()
-	_, err := block.Write(dir, mint, maxt, r.Groups, block.WriteOptions{Exemplars: r.Exemplars(), Starts: r.Starts()})
+	_, err := block.Write(dir, mint, maxt, r.Groups, block.WriteOptions{Exemplars: r.Exemplars(), Starts: r.Starts(), KeepLabels: true})
 	if err != nil {
 		return fmt.Errorf("snapshot: write head block: %w", err)
 	}

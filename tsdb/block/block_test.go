@@ -561,6 +561,7 @@ func TestCrashLeavesNoBlock(t *testing.T) {
 
 func TestWriteRejectsBadInput(t *testing.T) {
 	m := []labels.Labels{labels.FromStrings("a", "1")}
+	m2 := []labels.Labels{labels.FromStrings("a", "1"), labels.FromStrings("a", "2")}
 	cases := map[string][]Group{
 		"unsorted ts":   {{Key: "g", Members: m, Tables: []Table{{Timestamps: []int64{2, 1}}}}},
 		"bad member":    {{Key: "g", Members: m, Tables: []Table{{Timestamps: []int64{1}, Columns: []Column{{Member: 1, Rows: []int32{0}, Values: []float64{1}}}}}}},
@@ -569,6 +570,9 @@ func TestWriteRejectsBadInput(t *testing.T) {
 		"dup key":       {{Key: "g", Members: m}, {Key: "g", Members: []labels.Labels{labels.FromStrings("a", "2")}}},
 		"dup series":    {{Key: "g", Members: m}, {Key: "h", Members: m}},
 		"rows unsorted": {{Key: "g", Members: m, Tables: []Table{{Timestamps: []int64{1, 2}, Columns: []Column{{Member: 0, Rows: []int32{1, 0}, Values: []float64{1, 2}}}}}}},
+		// Columns may come in any member order, but a member only once.
+		"repeated member": {{Key: "g", Members: m2, Tables: []Table{{Timestamps: []int64{1}, Columns: []Column{
+			{Member: 1, Rows: []int32{0}, Values: []float64{1}}, {Member: 0, Rows: []int32{0}, Values: []float64{1}}, {Member: 1, Rows: []int32{0}, Values: []float64{1}}}}}}},
 	}
 	for name, gs := range cases {
 		if _, err := Write(t.TempDir(), 0, 100, Groups(gs), WriteOptions{}); err == nil {
@@ -705,5 +709,23 @@ func TestConstantColumns(t *testing.T) {
 	cols := ins.Groups[0].Tables[0].Columns
 	if cols[0].Bytes > 4 || cols[1].Bytes < 12 {
 		t.Errorf("column sizes: 5 takes %d bytes, 0.1 takes %d", cols[0].Bytes, cols[1].Bytes)
+	}
+}
+
+// TestWriteColumnsAnyOrder checks that a table's columns may list their
+// members in any order (validateTable's slow path) when none repeats.
+func TestWriteColumnsAnyOrder(t *testing.T) {
+	m := []labels.Labels{labels.FromStrings("a", "1"), labels.FromStrings("a", "2"), labels.FromStrings("a", "3")}
+	gs := []Group{{Key: "g", Members: m, Tables: []Table{{Timestamps: []int64{1, 2}, Columns: []Column{
+		{Member: 2, Rows: []int32{0, 1}, Values: []float64{3, 3}},
+		{Member: 0, Rows: []int32{0}, Values: []float64{1}},
+		{Member: 1, Rows: []int32{1}, Values: []float64{2}},
+	}}}}}
+	meta, err := Write(t.TempDir(), 0, 100, Groups(gs), WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if meta.Stats.NumSamples != 4 || meta.Stats.NumSeries != 3 {
+		t.Fatalf("stats %+v, want 4 samples of 3 series", meta.Stats)
 	}
 }

@@ -40,14 +40,18 @@ func (g *GroupWriter) ChunkRows() int { return g.w.opts.ChunkRows }
 // ChunkEnd returns the end (exclusive) of the chunk that starts at row r0 of a table of n rows, as Write splits tables.
 func (g *GroupWriter) ChunkEnd(r0, n int) int { return chunkEnd(r0, n, g.w.opts.ChunkRows) }
 
-// BeginGroup starts the group key with members (copied).
+// BeginGroup starts the group key with members (copied unless WriteOptions.KeepLabels).
 func (g *GroupWriter) BeginGroup(key string, members []labels.Labels) error {
 	if g.gr != nil {
 		return fmt.Errorf("begin group %q: group %q not ended: %w", key, g.gr.key, errOrder)
 	}
-	g.rec = groupRec{key: key, members: make([]labels.Labels, len(members)), memberTables: make([][]memberTable, len(members))}
-	for i, l := range members {
-		g.rec.members[i] = l.Copy()
+	g.rec = groupRec{key: key, members: make([]labels.Labels, len(members)), spans: newMemberSpans(len(members))}
+	if g.w.opts.KeepLabels {
+		copy(g.rec.members, members)
+	} else {
+		for i, l := range members {
+			g.rec.members[i] = l.Copy()
+		}
 	}
 	g.gr, g.ti = &g.rec, -1
 	return nil
@@ -166,12 +170,7 @@ func (g *GroupWriter) EndChunk() error {
 	ci := len(*cms)
 	*cms = append(*cms, chunkMeta{minT: ts[0], maxT: ts[len(ts)-1], off: off})
 	for _, m := range g.w.enc.members {
-		mt := g.gr.memberTables[m]
-		if n := len(mt); n > 0 && mt[n-1].table == g.ti {
-			mt[n-1].last = ci
-		} else {
-			g.gr.memberTables[m] = append(mt, memberTable{table: g.ti, first: ci, last: ci})
-		}
+		g.gr.spans.add(m, g.ti, ci)
 	}
 	g.lastT, g.hasRows, g.chunkTS = ts[len(ts)-1], true, nil
 	return nil
@@ -282,12 +281,23 @@ func validateTable(key string, ti int, tb *Table, nm int, mint, maxt int64) erro
 			return fmt.Errorf("group %q table %d: timestamps not strictly increasing at row %d", key, ti, i)
 		}
 	}
-	seen := make(map[int]bool, len(tb.Columns))
-	for _, c := range tb.Columns {
-		if c.Member < 0 || c.Member >= nm || seen[c.Member] {
+	var seen []bool // members seen, once the columns are out of member order
+	for i, c := range tb.Columns {
+		if c.Member < 0 || c.Member >= nm {
 			return fmt.Errorf("group %q table %d: bad or repeated member %d", key, ti, c.Member)
 		}
-		seen[c.Member] = true
+		if seen == nil && i > 0 && c.Member <= tb.Columns[i-1].Member {
+			seen = make([]bool, nm)
+			for _, p := range tb.Columns[:i] {
+				seen[p.Member] = true
+			}
+		}
+		if seen != nil {
+			if seen[c.Member] {
+				return fmt.Errorf("group %q table %d: bad or repeated member %d", key, ti, c.Member)
+			}
+			seen[c.Member] = true
+		}
 		if err := validateSamples(&c); err != nil {
 			return fmt.Errorf("group %q table %d member %d: %w", key, ti, c.Member, err)
 		}

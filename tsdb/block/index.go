@@ -57,7 +57,11 @@ type seriesRef struct {
 // writeIndex writes the index file for groups.
 func writeIndex(path string, groups []groupRec, meta *Meta) error {
 	// Series ids in label order.
-	var refs []seriesRef
+	n := 0
+	for g := range groups {
+		n += len(groups[g].members)
+	}
+	refs := make([]seriesRef, 0, n)
 	for g := range groups {
 		for m := range groups[g].members {
 			refs = append(refs, seriesRef{g, m})
@@ -185,13 +189,14 @@ func writeIndex(path string, groups []groupRec, meta *Meta) error {
 	// each preceded by its length.
 	var recs, rec, pairs []byte
 	var npairs int
+	var mts []memberTable
 	offs := make([]uint32, 0, (len(refs)+seriesStride-1)/seriesStride)
 	for i, r := range refs {
 		if i%seriesStride == 0 {
 			offs = append(offs, uint32(len(recs)))
 		}
 		l := lbl(r)
-		mts := groups[r.g].memberTables[r.m]
+		mts = groups[r.g].spans.appendTo(mts[:0], r.m)
 		// The common case, every chunk of the group's shared table, lists no tables.
 		listed := len(mts) != 1 || mts[0] != (memberTable{table: 0, first: 0, last: len(groups[r.g].tables[0]) - 1})
 		pairs, npairs = pairs[:0], 0
@@ -225,8 +230,8 @@ func writeIndex(path string, groups []groupRec, meta *Meta) error {
 	}
 	sampled := true
 	for g := range groups {
-		for _, mts := range groups[g].memberTables {
-			sampled = sampled && len(mts) > 0 // every column has samples
+		for m := range groups[g].members {
+			sampled = sampled && groups[g].spans.sampled(m) // every column has samples
 		}
 	}
 	if sampled {

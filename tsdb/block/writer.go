@@ -50,11 +50,71 @@ type memberTable struct {
 
 // groupRec is what the writer keeps of a group after its chunks are written.
 type groupRec struct {
-	key          string
-	members      []labels.Labels
-	tables       [][]chunkMeta
-	memberTables [][]memberTable
+	key     string
+	members []labels.Labels
+	tables  [][]chunkMeta
+	spans   memberSpans
 }
+
+// memberSpans records which chunks of which tables each member of a group
+// has samples in, in the order written. A block writer keeps it for every
+// series until the index is written, so the common case (one run of chunks
+// of one table) takes 12 bytes a member and no allocation of its own; the
+// runs after a member's first (an unaligned member's own tables) are kept
+// apart.
+type memberSpans struct {
+	first []memberSpan          // by member
+	more  map[int][]memberTable // by member: its runs after the first
+}
+
+// memberSpan is a member's first run of chunks, first..last of a table.
+type memberSpan struct {
+	table1      int32 // table + 1; 0 while the member has no chunk
+	first, last int32
+}
+
+func newMemberSpans(members int) memberSpans {
+	return memberSpans{first: make([]memberSpan, members)}
+}
+
+// add records that member m has samples in chunk ci of table ti; chunks come
+// in the order written.
+func (s *memberSpans) add(m, ti, ci int) {
+	f := &s.first[m]
+	if f.table1 == 0 {
+		*f = memberSpan{table1: int32(ti + 1), first: int32(ci), last: int32(ci)}
+		return
+	}
+	if more := s.more[m]; len(more) > 0 {
+		if l := &more[len(more)-1]; l.table == ti {
+			l.last = ci
+		} else {
+			s.more[m] = append(more, memberTable{table: ti, first: ci, last: ci})
+		}
+		return
+	}
+	if int(f.table1) == ti+1 {
+		f.last = int32(ci)
+		return
+	}
+	if s.more == nil {
+		s.more = map[int][]memberTable{}
+	}
+	s.more[m] = []memberTable{{table: ti, first: ci, last: ci}}
+}
+
+// appendTo appends member m's runs to dst.
+func (s *memberSpans) appendTo(dst []memberTable, m int) []memberTable {
+	f := s.first[m]
+	if f.table1 == 0 {
+		return dst
+	}
+	dst = append(dst, memberTable{table: int(f.table1) - 1, first: int(f.first), last: int(f.last)})
+	return append(dst, s.more[m]...)
+}
+
+// sampled reports whether member m has samples in some chunk.
+func (s *memberSpans) sampled(m int) bool { return s.first[m].table1 != 0 }
 
 // countingWriter tracks the offset of a buffered file writer.
 type countingWriter struct {

@@ -41,34 +41,55 @@ func (tb *table) capture(mint, maxt int64) tableData {
 }
 
 // decode turns captured data into block tables; member maps a column to the
-// member index. A column holds one kind of sample in a block table, so a
-// chunk whose column kind differs from the one already decoded for that
-// column (a series that changed type, in a one-column table) starts another
-// table; the shared table holds floats only and decodes into one.
-func (d tableData) decode(member func(col int) int) ([]block.Table, error) {
+// member index, increasing with the column. A column holds one kind of
+// sample in a block table, so a chunk whose column kind differs from the one
+// already decoded for that column (a series that changed type, in a
+// one-column table) starts another table; the shared table holds floats
+// only and decodes into one.
+//
+// The first table is decoded into sc's buffers when sc is not nil: they are
+// the previous group's, whose tables the block writer is done with, so an
+// export of many groups does not allocate each one's samples anew.
+func (d tableData) decode(member func(col int) int, sc *exportScratch) ([]block.Table, error) {
 	var out []block.Table
 	var t block.Table
 	var kinds []colKind // per column of t: the kind decoded so far (+1; 0 = none)
-	cols := map[int]*block.Column{}
+	var at []int32      // per column: 1 + the index of its block column in cols; 0 = none
+	var cols []block.Column
+	if sc != nil {
+		t.Timestamps, kinds, at, cols = sc.ts[:0], sc.kinds[:0], sc.at[:0], sc.cols[:0]
+	}
 	col := func(c int) *block.Column {
-		bc := cols[c]
-		if bc == nil {
-			bc = &block.Column{Member: member(c)}
-			cols[c] = bc
+		for len(at) <= c {
+			at = append(at, 0)
 		}
-		return bc
+		if at[c] == 0 {
+			if n := len(cols); n < cap(cols) {
+				// A scratch column: its samples' buffers are reused.
+				cols = cols[:n+1]
+				bc := &cols[n]
+				*bc = block.Column{Member: member(c), Rows: bc.Rows[:0], Values: bc.Values[:0]}
+			} else {
+				cols = append(cols, block.Column{Member: member(c)})
+			}
+			at[c] = int32(len(cols))
+		}
+		return &cols[at[c]-1]
 	}
 	finish := func() {
-		for c := 0; len(cols) > 0; c++ {
-			if bc, ok := cols[c]; ok {
-				t.Columns = append(t.Columns, *bc)
-				delete(cols, c)
-			}
+		if !slices.IsSortedFunc(cols, byMember) {
+			slices.SortFunc(cols, byMember) // a column first present in a later chunk
 		}
+		t.Columns = cols
 		if len(t.Timestamps) > 0 {
 			out = append(out, t)
 		}
-		t, kinds = block.Table{}, kinds[:0]
+		if sc != nil {
+			// Kept for the next group; this decode's later tables get their own.
+			sc.ts, sc.kinds, sc.at, sc.cols = t.Timestamps, kinds, at, cols
+			sc = nil
+		}
+		t, kinds, at, cols = block.Table{}, nil, nil, nil
 	}
 	var ts encoding.TSDecoder
 	var vd valDecoder
@@ -150,6 +171,17 @@ func (d tableData) decode(member func(col int) int) ([]block.Table, error) {
 	return out, nil
 }
 
+func byMember(a, b block.Column) int { return a.Member - b.Member }
+
+// exportScratch holds the buffers an export decodes each group's shared
+// table into, reused from group to group (tableData.decode).
+type exportScratch struct {
+	ts    []int64
+	kinds []colKind
+	at    []int32
+	cols  []block.Column
+}
+
 // blockKind is the kind of block column a head column of kind k becomes:
 // the float encodings are one.
 func blockKind(k colKind) colKind {
@@ -169,6 +201,7 @@ func (h *Head) export(mint, maxt int64, seal bool, exported *[]lateSeries, fn fu
 		late   lateSeries
 	}
 	var err error
+	var sc exportScratch
 	h.forEachGroup(func(g *group) {
 		if err != nil {
 			return
@@ -205,7 +238,7 @@ func (h *Head) export(mint, maxt int64, seal bool, exported *[]lateSeries, fn fu
 		}()
 
 		bg := &block.Group{Key: g.key}
-		t0, e := shared.decode(func(c int) int { return c })
+		t0, e := shared.decode(func(c int) int { return c }, &sc)
 		if e != nil {
 			err = fmt.Errorf("export group %s: %w", g.key, e)
 			return
@@ -215,7 +248,7 @@ func (h *Head) export(mint, maxt int64, seal bool, exported *[]lateSeries, fn fu
 		}
 		bg.Tables = append(bg.Tables, t0...)
 		for _, od := range owns {
-			ts, e := od.d.decode(func(int) int { return od.member })
+			ts, e := od.d.decode(func(int) int { return od.member }, nil)
 			if e != nil {
 				err = fmt.Errorf("export group %s: %w", g.key, e)
 				return
@@ -224,13 +257,13 @@ func (h *Head) export(mint, maxt int64, seal bool, exported *[]lateSeries, fn fu
 			bg.Tables = appendLateTables(bg.Tables, od.member, od.late, math.MinInt64, math.MaxInt64)
 		}
 		// Only members with data in the range go into the block.
-		used := map[int]bool{}
+		used, any := make([]bool, len(members)), false
 		for _, t := range bg.Tables {
 			for _, c := range t.Columns {
-				used[c.Member] = true
+				used[c.Member], any = true, true
 			}
 		}
-		if len(used) == 0 {
+		if !any {
 			return
 		}
 		remap := make([]int, len(members))

@@ -1,0 +1,110 @@
+package head
+
+import (
+	"context"
+	"runtime"
+	"runtime/metrics"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tandem-tsdb/tandem/tsdb/block"
+	"github.com/tandem-tsdb/tandem/workload"
+)
+
+// BenchmarkHeadExportMemory writes the whole head as a block (what a
+// snapshot does, and a flush for its range) after the workload of
+// BenchmarkHeadMemory (-head-memory-targets, -head-memory-scrapes), and
+// reports what the write costs in memory beyond the head's own: the peak of
+// the heap's objects and of the memory the runtime holds from the OS
+// (sampled every millisecond), and the bytes allocated, per series.
+func BenchmarkHeadExportMemory(b *testing.B) {
+	start := time.UnixMilli(1_790_006_400_000)
+	scrapes, err := workload.Generate(workload.Options{Targets: *headMemTargets, Scrapes: *headMemScrapes, Seed: 1, Start: start, Histogram: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	now := scrapes[len(scrapes)-1].T
+	h, err := Open(b.TempDir(), func() Options {
+		o := DefaultOptions()
+		o.WALSyncInterval = 1 << 40
+		o.Now = func() int64 { return now }
+		return o
+	}())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer h.Close()
+	var batch Batch
+	var smps []Sample
+	for _, sc := range scrapes {
+		batch.Series, smps = batch.Series[:0], smps[:0]
+		for j := range sc.Samples {
+			smps = append(smps, Sample{T: sc.T, V: sc.Samples[j].V})
+		}
+		for j := range sc.Samples {
+			batch.Series = append(batch.Series, BatchSeries{Labels: sc.Samples[j].Labels, Samples: smps[j : j+1]})
+		}
+		if res, err := h.AppendBatch(context.Background(), &batch); err != nil || res.Err() != nil {
+			b.Fatal(err, res.Err())
+		}
+	}
+	series := float64(h.counters.series.Load())
+	scrapes, batch, smps = nil, Batch{}, nil
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		base := heapAfterGC()
+		var ms0 runtime.MemStats
+		runtime.ReadMemStats(&ms0)
+		peak := sampleMemory()
+		e, ok := h.ExportAll()
+		if !ok {
+			b.Fatal("empty head")
+		}
+		mint, maxt := e.Range()
+		if _, err := block.Write(b.TempDir(), mint, maxt, e.Groups, block.WriteOptions{KeepLabels: true}); err != nil {
+			b.Fatal(err)
+		}
+		objects, held := peak()
+		var ms1 runtime.MemStats
+		runtime.ReadMemStats(&ms1)
+		b.ReportMetric(float64(int64(objects)-int64(base.live))/series, "peak-heap-bytes/series")
+		b.ReportMetric(float64(int64(held)-int64(ms0.Sys-ms0.HeapReleased))/series, "peak-held-bytes/series")
+		b.ReportMetric(float64(ms1.TotalAlloc-ms0.TotalAlloc)/series, "alloc-bytes/series")
+	}
+}
+
+// sampleMemory samples the heap's objects and the memory held from the OS
+// every millisecond until the returned function is called, which returns
+// their peaks.
+func sampleMemory() func() (objects, held uint64) {
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+	var objects, held uint64
+	read := func() {
+		metrics.Read(s)
+		objects = max(objects, s[0].Value.Uint64())
+		held = max(held, s[1].Value.Uint64()-s[2].Value.Uint64())
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(time.Millisecond)
+		defer t.Stop()
+		for {
+			read()
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() (uint64, uint64) {
+		close(stop)
+		wg.Wait()
+		read()
+		return objects, held
+	}
+}
