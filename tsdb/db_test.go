@@ -259,13 +259,26 @@ func TestDBSnapshot(t *testing.T) {
 	mod := func(o *DBOptions) { o.Head.BlockRange = time.Hour }
 	db := openDB(t, dir, mod)
 	want := model{}
+	// Groups of different sizes, in turn larger and smaller (the export
+	// decodes each into the previous one's buffers), with members that join
+	// late (a column first present in a later chunk).
+	sizes := []int{5, 9, 2, 7}
 	for s := 0; s < 700; s++ { // ~2.9 h: blocks plus a head
 		var b head.Batch
-		for m := 0; m < 5; m++ {
-			l := series("snap", "job", "j", "instance", "i", "m", fmt.Sprint(m))
-			ts := int64(s)*15000 + int64(m/4)*5 // member 4 unaligned
-			b.Series = append(b.Series, head.BatchSeries{Labels: l, Samples: []head.Sample{{T: ts, V: float64(s * m)}}})
-			want.Add(l, ts, float64(s*m))
+		for g, size := range sizes {
+			for m := 0; m < size; m++ {
+				if g > 0 && m == size-1 && s < 600 {
+					continue // joins in the head's last chunk
+				}
+				l := series("snap", "job", "j", "instance", fmt.Sprint("i", g), "m", fmt.Sprint(m))
+				ts := int64(s) * 15000
+				if g == 0 && m == 4 {
+					ts += 5 // unaligned
+				}
+				v := float64(s*m + g)
+				b.Series = append(b.Series, head.BatchSeries{Labels: l, Samples: []head.Sample{{T: ts, V: v}}})
+				want.Add(l, ts, v)
+			}
 		}
 		if _, err := db.AppendBatch(context.Background(), &b); err != nil {
 			t.Fatal(err)

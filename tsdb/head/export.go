@@ -18,8 +18,10 @@ type tableData struct {
 }
 
 // capture collects tb's data in [mint, maxt); mint and maxt are block-range
-// boundaries, so every chunk is wholly inside or outside. Called with the lock held.
-func (tb *table) capture(mint, maxt int64) tableData {
+// boundaries, so every chunk is wholly inside or outside. The chunk being
+// built is copied into fs when fs is not nil (valid until its next use),
+// else into the heap. Called with the lock held.
+func (tb *table) capture(mint, maxt int64, fs *freezeScratch) tableData {
 	var d tableData
 	for _, c := range tb.chunks {
 		if c.minT >= mint && c.maxT < maxt {
@@ -27,7 +29,11 @@ func (tb *table) capture(mint, maxt int64) tableData {
 		}
 	}
 	if b := tb.building; b != nil && b.rows > 0 && b.minT >= mint && b.maxT < maxt {
-		d.chunks = append(d.chunks, b.freeze(nil))
+		if fs != nil {
+			d.chunks = append(d.chunks, b.freezeInto(fs))
+		} else {
+			d.chunks = append(d.chunks, b.freeze(nil))
+		}
 	}
 	// Rows of the range are in chunks or open, never both: open rows are
 	// newer than every sealed row.
@@ -176,10 +182,11 @@ func byMember(a, b block.Column) int { return a.Member - b.Member }
 // exportScratch holds the buffers an export decodes each group's shared
 // table into, reused from group to group (tableData.decode).
 type exportScratch struct {
-	ts    []int64
-	kinds []colKind
-	at    []int32
-	cols  []block.Column
+	building freezeScratch // the copy of the shared table's chunk being built
+	ts       []int64
+	kinds    []colKind
+	at       []int32
+	cols     []block.Column
 }
 
 // blockKind is the kind of block column a head column of kind k becomes:
@@ -214,7 +221,7 @@ func (h *Head) export(mint, maxt int64, seal bool, exported *[]lateSeries, fn fu
 				// Seal rows of the range that are still open (an idle or lagging group).
 				g.aligned.sealUpTo(maxt-1, h.cut(), func(r *row, prevHas func(int) bool) { g.onSeal(r, prevHas, &h.counters) })
 			}
-			shared := g.aligned.capture(mint, maxt)
+			shared := g.aligned.capture(mint, maxt, &sc.building)
 			var owns []ownData
 			members := make([]*memSeries, len(g.members))
 			copy(members, g.members)
@@ -224,7 +231,7 @@ func (h *Head) export(mint, maxt int64, seal bool, exported *[]lateSeries, fn fu
 				}
 				od := ownData{member: i}
 				if s.own() != nil {
-					od.d = s.own().capture(mint, maxt)
+					od.d = s.own().capture(mint, maxt, nil)
 				}
 				od.late = s.lateBetween(mint, maxt)
 				if !od.late.empty() && exported != nil {

@@ -367,6 +367,17 @@ func (b *chunkBuilder) appendCell(c int, idx uint16, v float64) {
 func (b *chunkBuilder) freeze(store *chunkStore) *chunk {
 	sc := freezePool.Get().(*freezeScratch)
 	defer freezePool.Put(sc)
+	c := b.freezeInto(sc)
+	if !store.place(c) {
+		c.cols, c.bits, c.ts, c.data = heapCopy(c.cols), heapCopy(c.bits), heapCopy(c.ts), heapCopy(c.data)
+	}
+	return c
+}
+
+// freezeInto is freeze into sc's buffers: the chunk is valid until sc's
+// next use. An export decodes the chunk being built this way, right after
+// copying it, without a copy of its own in the heap.
+func (b *chunkBuilder) freezeInto(sc *freezeScratch) *chunk {
 	c := &chunk{minT: b.minT, maxT: b.maxT, rows: b.rows}
 	sc.cols = slices.Grow(sc.cols[:0], len(b.cols))[:len(b.cols)]
 	clear(sc.cols)
@@ -380,10 +391,9 @@ func (b *chunkBuilder) freeze(store *chunkStore) *chunk {
 		sc.cols = append(sc.cols[:0], b.hist.colData(0))
 		sc.data = append(sc.data, b.hist.bytes()...)
 	}
-	c.cols, c.bits, c.ts, c.data = sc.cols, sc.bits, b.ts.Bytes(), sc.data
-	if !store.place(c) {
-		c.cols, c.bits, c.ts, c.data = heapCopy(sc.cols), heapCopy(sc.bits), heapCopy(c.ts), heapCopy(sc.data)
-	}
+	// The timestamps are copied too: the builder rewrites its last byte.
+	sc.ts = append(sc.ts[:0], b.ts.Bytes()...)
+	c.cols, c.bits, c.ts, c.data = sc.cols, sc.bits, sc.ts, sc.data
 	return c
 }
 
@@ -400,6 +410,7 @@ var freezePool = sync.Pool{New: func() any { return new(freezeScratch) }}
 
 // freezeScratch holds the buffers of one freeze, reused by the next.
 type freezeScratch struct {
+	ts   []byte
 	cols []colData
 	data []byte
 	bits []uint64
