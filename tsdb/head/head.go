@@ -115,65 +115,18 @@ func DefaultOptions() Options {
 const stripes = 256
 
 type seriesStripe struct {
-	mu sync.RWMutex
-	// byHash holds the first series of each label hash; the rare others
-	// with the same hash (collisions) are in more.
-	byHash map[uint64]*memSeries
-	more   map[uint64][]*memSeries
+	mu    sync.RWMutex
+	table seriesTable // guarded by mu
 }
 
 // get returns the series with labels lset and hash, or nil. Called with mu held.
-func (st *seriesStripe) get(hash uint64, lset labels.Labels) *memSeries {
-	if s := st.byHash[hash]; s != nil && labels.Equal(s.lset, lset) {
-		return s
-	}
-	for _, s := range st.more[hash] {
-		if labels.Equal(s.lset, lset) {
-			return s
-		}
-	}
-	return nil
-}
+func (st *seriesStripe) get(hash uint64, lset labels.Labels) *memSeries { return st.table.get(hash, lset) }
 
 // add records s under hash. Called with mu held for writing.
-func (st *seriesStripe) add(hash uint64, s *memSeries) {
-	if st.byHash[hash] == nil {
-		st.byHash[hash] = s
-		return
-	}
-	if st.more == nil {
-		st.more = map[uint64][]*memSeries{}
-	}
-	st.more[hash] = append(st.more[hash], s)
-}
+func (st *seriesStripe) add(hash uint64, s *memSeries) { st.table.add(hash, s) }
 
 // remove drops s, recorded under hash. Called with mu held for writing.
-func (st *seriesStripe) remove(hash uint64, s *memSeries) {
-	if st.byHash[hash] == s {
-		if more := st.more[hash]; len(more) > 0 {
-			st.byHash[hash] = more[0]
-			st.setMore(hash, more[1:])
-		} else {
-			delete(st.byHash, hash)
-		}
-		return
-	}
-	more := st.more[hash]
-	for j, o := range more {
-		if o == s {
-			st.setMore(hash, append(more[:j:j], more[j+1:]...))
-			return
-		}
-	}
-}
-
-func (st *seriesStripe) setMore(hash uint64, list []*memSeries) {
-	if len(list) == 0 {
-		delete(st.more, hash)
-	} else {
-		st.more[hash] = list
-	}
-}
+func (st *seriesStripe) remove(hash uint64, s *memSeries) { st.table.remove(hash, s) }
 
 type groupStripe struct {
 	mu    sync.RWMutex
@@ -271,7 +224,6 @@ func Open(dir string, opts Options) (*Head, error) {
 	h.minT.Store(math.MaxInt64)
 	h.maxT.Store(math.MinInt64)
 	for i := range h.series {
-		h.series[i].byHash = map[uint64]*memSeries{}
 		h.groups[i].byKey = map[string]*group{}
 	}
 	h.commitPool.New = func() any { return &commitState{} }
@@ -538,16 +490,7 @@ func (h *Head) ResolveNext(prev SeriesRef, match func(labels.Labels) bool) (Seri
 func (h *Head) ResolveHash(prev SeriesRef, hash uint64, match func(labels.Labels) bool) (SeriesRef, bool) {
 	st := &h.series[hash%stripes]
 	st.mu.RLock()
-	s := st.byHash[hash]
-	if s != nil && !match(s.lset) {
-		s = nil
-		for _, c := range st.more[hash] {
-			if match(c.lset) {
-				s = c
-				break
-			}
-		}
-	}
+	s := st.table.find(hash, func(s *memSeries) bool { return match(s.lset) })
 	st.mu.RUnlock()
 	if s == nil {
 		return SeriesRef{}, false
