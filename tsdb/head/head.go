@@ -120,7 +120,9 @@ type seriesStripe struct {
 }
 
 // get returns the series with labels lset and hash, or nil. Called with mu held.
-func (st *seriesStripe) get(hash uint64, lset labels.Labels) *memSeries { return st.table.get(hash, lset) }
+func (st *seriesStripe) get(hash uint64, lset labels.Labels) *memSeries {
+	return st.table.get(hash, lset)
+}
 
 // add records s under hash. Called with mu held for writing.
 func (st *seriesStripe) add(hash uint64, s *memSeries) { st.table.add(hash, s) }
