@@ -100,8 +100,10 @@ type decoder struct {
 	// batch, arena and harena are reused from request to request: the head
 	// copies what it keeps, so the decoder's batch is free again once
 	// AppendBatch returns (the histograms harena points to are the head's).
-	batch  head.Batch
-	arena  []head.Sample
+	batch head.Batch
+	arena []head.Sample
+	// larena holds the packed labels of the request's new series (seriesLabels).
+	larena []byte
 	starts []int64 // start timestamps of arena's samples, once one has one (appendStart)
 	harena []head.HistogramSample
 	// histBytes is the memory the request's histograms were decoded into (MaxHistogramBytesPerRequest).
@@ -148,6 +150,7 @@ func (d *decoder) resetArena(size int) {
 		d.arena = make([]head.Sample, 0, min(size/64+16, 64<<10, d.limits.MaxSamplesPerRequest))
 	}
 	d.arena = d.arena[:0]
+	d.larena = d.larena[:0]
 	d.starts = d.starts[:0]
 	clear(d.harena)
 	d.harena = d.harena[:0]
@@ -216,6 +219,7 @@ func (d *decoder) release() {
 	d.exbuf = trim(d.exbuf[:0], maxPooledBuffer/32)
 	d.sb.Reset()
 	d.esb.Reset()
+	d.larena = trim(d.larena[:0], maxPooledBuffer)
 	d.stats = decodeStats{}
 	d.counted, d.histBytes = 0, 0
 	d.hBad, d.hBadMsg = 0, ""

@@ -269,11 +269,7 @@ func (d *decoder) walkV1(data []byte) (*head.Batch, error) {
 		if n == 0 && len(exemplars) == 0 && nh == 0 {
 			continue // only refused histograms
 		}
-		d.sb.Reset()
-		for _, l := range d.lbuf {
-			d.sb.Add(l.Name, l.Value)
-		}
-		b.Series = append(b.Series, head.BatchSeries{Labels: d.sb.Labels(), Samples: samples, Exemplars: exemplars, Histograms: hists})
+		b.Series = append(b.Series, head.BatchSeries{Labels: seriesLabels(d, v1Labels(d.lbuf)), Samples: samples, Exemplars: exemplars, Histograms: hists})
 	}
 	if nSeries == 0 && nMeta == 0 && unknown > 0 {
 		return nil, reqErrorf(http.StatusBadRequest, "1.0 prometheus.WriteRequest holds only unknown fields: "+

@@ -456,10 +456,6 @@ func (d *decoder) addSeriesV2(b *head.Batch, ss []head.Sample, sts []int64, hs [
 		b.Series = append(b.Series, head.BatchSeries{Ref: ref, Samples: ss, Starts: sts, Exemplars: exs, Histograms: hs})
 		return prev, nil
 	}
-	d.sb.Reset()
-	for j := 0; j < len(d.refs); j += 2 {
-		d.sb.Add(syms[d.refs[j]], syms[d.refs[j+1]])
-	}
-	b.Series = append(b.Series, head.BatchSeries{Labels: d.sb.Labels(), Samples: ss, Starts: sts, Exemplars: exs, Histograms: hs})
+	b.Series = append(b.Series, head.BatchSeries{Labels: seriesLabels(d, v2Labels{refs: d.refs, syms: syms}), Samples: ss, Starts: sts, Exemplars: exs, Histograms: hs})
 	return prev, nil
 }

@@ -77,7 +77,9 @@ func (a *recordingAppender) AppendBatch(_ context.Context, b *head.Batch) (head.
 		res.HistogramsWritten += len(hs)
 		res.ExemplarsWritten += len(s.Exemplars)
 		if len(ss) > 0 || len(s.Exemplars) > 0 || len(hs) > 0 {
-			kept.Series = append(kept.Series, head.BatchSeries{Labels: s.Labels, Samples: ss,
+			// The labels are copied, as the Appender contract asks: a new
+			// series' labels point into the decoder's arena.
+			kept.Series = append(kept.Series, head.BatchSeries{Labels: s.Labels.Copy(), Samples: ss,
 				Exemplars: slices.Clone(s.Exemplars), Histograms: slices.Clone(hs)})
 		}
 	}

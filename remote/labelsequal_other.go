@@ -7,6 +7,15 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 )
 
+// seriesLabels returns the labels of a new series, in the order sent.
+func seriesLabels[S labelSource](d *decoder, ls S) labels.Labels {
+	d.sb.Reset()
+	for i := 0; i < ls.Len(); i++ {
+		d.sb.Add(ls.At(i))
+	}
+	return d.sb.Labels()
+}
+
 // matchLbuf reports whether lset equals the 1.0 labels being decoded.
 func (d *decoder) matchLbuf(lset labels.Labels) bool {
 	if d.parseLbuf() != nil {

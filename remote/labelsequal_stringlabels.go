@@ -20,6 +20,26 @@ func packedLabels(ls labels.Labels) string {
 	return *(*string)(unsafe.Pointer(&ls))
 }
 
+// seriesLabels returns the labels of a new series, in the order sent,
+// packed into the decoder's label arena instead of a string of their own:
+// the head copies the labels of the series it creates, so a request's
+// million new series do not leave a million strings of garbage behind, in
+// the same size classes as the copies the head keeps. They are valid until
+// the decoder's next request, as the rest of its batch.
+func seriesLabels[S labelSource](d *decoder, ls S) labels.Labels {
+	start := len(d.larena)
+	for i := 0; i < ls.Len(); i++ {
+		n, v := ls.At(i)
+		d.larena = appendPacked(appendPacked(d.larena, n), v)
+	}
+	// Growing the arena leaves the labels made before in the old array,
+	// which nothing writes to any more.
+	packed := d.larena[start:]
+	var lset labels.Labels
+	*(*string)(unsafe.Pointer(&lset)) = unsafe.String(unsafe.SliceData(packed), len(packed))
+	return lset
+}
+
 // matchLbuf reports whether lset equals the 1.0 labels being decoded. It
 // compares their protobuf bytes directly when they have the shape every
 // sender writes, and parses them otherwise.

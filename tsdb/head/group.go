@@ -5,6 +5,7 @@ import (
 	"math/bits"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -599,12 +600,14 @@ func (g *group) appendLate(s *memSeries, t int64, v float64, stats *headCounters
 // that is not elected are dropped. It returns the timestamp up to which the
 // elected replica's samples are dropped (after a failover). Called with g.mu held.
 func (g *group) haAccept(replica string, now, failover int64) (bool, int64) {
+	// replica points into the batch's labels, which the writer reuses: the
+	// elected one is kept as a copy.
 	switch {
 	case g.haReplica == replica:
 	case g.haReplica == "":
-		g.haReplica, g.haCutoff = replica, math.MinInt64
+		g.haReplica, g.haCutoff = strings.Clone(replica), math.MinInt64
 	case now-g.haSeen > failover:
-		g.haReplica, g.haCutoff = replica, g.maxT
+		g.haReplica, g.haCutoff = strings.Clone(replica), g.maxT
 	default:
 		return false, 0
 	}
