@@ -1041,3 +1041,50 @@ func TestHeadConstantColumns(t *testing.T) {
 	defer h2.Close()
 	compareModels(t, want, readAll(t, h2, math.MinInt64, math.MaxInt64))
 }
+
+// TestAppendBatchKeepsNoBatchLabels: a writer reuses its batch's memory once
+// AppendBatch returns (remote's decoder packs a new series' labels into a
+// reused arena), so the head copies whatever it keeps: the series' labels
+// and the elected HA replica stay intact when that memory is rewritten.
+func TestAppendBatchKeepsNoBatchLabels(t *testing.T) {
+	h := openHead(t, t.TempDir(), nil)
+	defer h.Close()
+	sb := labels.NewScratchBuilder(4)
+	// reused returns labels in sb's buffer: the next call rewrites them in place.
+	reused := func(name, replica, instance string) labels.Labels {
+		sb.Reset()
+		sb.Add("__name__", name)
+		sb.Add("__replica__", replica)
+		sb.Add("instance", instance)
+		var ls labels.Labels
+		sb.Overwrite(&ls)
+		return ls
+	}
+	send := func(ls labels.Labels, ts int64) int {
+		b := Batch{Series: []BatchSeries{{Labels: ls, Samples: []Sample{{T: ts, V: 1}}}}}
+		res, err := h.AppendBatch(context.Background(), &b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.SamplesWritten
+	}
+	if send(reused("m", "a", "x"), 1000) != 1 {
+		t.Fatal("first sample refused")
+	}
+	// Same lengths: the buffer the first labels pointed to is rewritten.
+	if send(reused("n", "b", "y"), 2000) != 1 {
+		t.Fatal("another group's sample refused")
+	}
+	send(reused("m", "c", "x"), 3000) // accepted, but not stored: a is elected
+	if n := h.counters.haDeduped.Load(); n != 1 {
+		t.Fatalf("%d samples of a replica that is not elected, want 1", n)
+	}
+	if send(reused("m", "a", "x"), 4000) != 1 {
+		t.Fatal("a sample of the elected replica a refused")
+	}
+	want := model{}
+	want.Add(labels.FromStrings("__name__", "m", "instance", "x"), 1000, 1)
+	want.Add(labels.FromStrings("__name__", "m", "instance", "x"), 4000, 1)
+	want.Add(labels.FromStrings("__name__", "n", "instance", "y"), 2000, 1)
+	compareModels(t, want, readAll(t, h, math.MinInt64, math.MaxInt64))
+}
