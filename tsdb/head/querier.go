@@ -160,9 +160,10 @@ const parallelSnapshotMin = 4096
 // process would end.
 func snapshotAll(ctx context.Context, list []*memSeries, mint, maxt int64, lastOnly bool) (_ []*headSeries, err error) {
 	p := runtime.GOMAXPROCS(0)
+	out := make([]*headSeries, len(list))
 	if p < 2 || len(list) < parallelSnapshotMin {
 		defer recoverSnapshot(&err)
-		return snapshotRun(ctx, list, mint, maxt, lastOnly)
+		return snapshotRun(ctx, out[:0], list, mint, maxt, lastOnly)
 	}
 	p = min(p, 4)
 	// Cut at group boundaries near equal shares.
@@ -177,6 +178,8 @@ func snapshotAll(ctx context.Context, list []*memSeries, mint, maxt int64, lastO
 		}
 	}
 	bounds := append(append([]int{0}, cuts...), len(list))
+	// Each part fills its own stretch of out (a series gives at most one
+	// snapshot); the stretches are then moved together.
 	parts := make([][]*headSeries, len(bounds)-1)
 	errs := make([]error, len(parts))
 	var wg sync.WaitGroup
@@ -185,7 +188,8 @@ func snapshotAll(ctx context.Context, list []*memSeries, mint, maxt int64, lastO
 		go func() {
 			defer wg.Done()
 			defer recoverSnapshot(&errs[i])
-			parts[i], errs[i] = snapshotRun(ctx, list[bounds[i]:bounds[i+1]], mint, maxt, lastOnly)
+			lo, hi := bounds[i], bounds[i+1]
+			parts[i], errs[i] = snapshotRun(ctx, out[lo:lo:hi], list[lo:hi], mint, maxt, lastOnly)
 		}()
 	}
 	wg.Wait()
@@ -194,18 +198,15 @@ func snapshotAll(ctx context.Context, list []*memSeries, mint, maxt int64, lastO
 		if errs[i] != nil {
 			return nil, errs[i]
 		}
-		n += len(parts[i])
+		n += copy(out[n:], parts[i])
 	}
-	out := make([]*headSeries, 0, n)
-	for _, p := range parts {
-		out = append(out, p...)
-	}
-	return out, nil
+	clear(out[n:])
+	return out[:n], nil
 }
 
-// snapshotRun snapshots list (sorted by group), one lock acquisition per group.
-func snapshotRun(ctx context.Context, list []*memSeries, mint, maxt int64, lastOnly bool) ([]*headSeries, error) {
-	out := make([]*headSeries, 0, len(list))
+// snapshotRun snapshots list (sorted by group), one lock acquisition per
+// group, appending the snapshots to out (with room for len(list)).
+func snapshotRun(ctx context.Context, out []*headSeries, list []*memSeries, mint, maxt int64, lastOnly bool) ([]*headSeries, error) {
 	var last []headSeries // lastOnly: the one-sample snapshots, in one allocation
 	if lastOnly {
 		last = make([]headSeries, 0, len(list))

@@ -1,9 +1,14 @@
 package head
 
 import (
+	"context"
+	"fmt"
 	"math/rand"
+	"runtime"
 	"slices"
 	"testing"
+
+	"github.com/prometheus/prometheus/model/labels"
 )
 
 // TestSortByGroup: selections ordered by group id, then column, as a plain
@@ -78,5 +83,64 @@ func BenchmarkSortByGroup(b *testing.B) {
 	for b.Loop() {
 		copy(list, in)
 		sortByGroup(list)
+	}
+}
+
+// TestSnapshotAllParallel: a selection large enough to be snapshotted on
+// several goroutines, where a third of the series have nothing in the
+// range, gives the same snapshots in the same order as one goroutine does,
+// for range and newest-sample snapshots.
+func TestSnapshotAllParallel(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	h := openHead(t, t.TempDir(), nil)
+	defer h.Close()
+	const groups, members = 12, 500 // 6000 series: above parallelSnapshotMin
+	for ts := int64(1000); ts <= 5000; ts += 1000 {
+		var b Batch
+		for g := range groups {
+			for m := range members {
+				if m%3 == 0 && ts > 1000 {
+					continue // nothing after the first scrape
+				}
+				b.Series = append(b.Series, BatchSeries{
+					Labels:  labels.FromStrings("__name__", "m", "instance", fmt.Sprint("host-", g), "job", "j", "m", fmt.Sprint(m)),
+					Samples: []Sample{{T: ts, V: float64(ts + int64(m))}}})
+			}
+		}
+		if res, err := h.AppendBatch(context.Background(), &b); err != nil || res.Err() != nil {
+			t.Fatal(err, res.Err())
+		}
+	}
+	if n := h.counters.groups.Load(); n != groups {
+		t.Fatalf("%d groups, want %d: the parallel snapshot cuts between groups", n, groups)
+	}
+	var list []*memSeries
+	for _, ref := range h.index.postingsFor(labels.MustNewMatcher(labels.MatchEqual, "__name__", "m")) {
+		list = append(list, h.seriesByRef(ref))
+	}
+	sortByGroup(list)
+	if len(list) < parallelSnapshotMin {
+		t.Fatalf("%d series: too few for the parallel path", len(list))
+	}
+	for _, lastOnly := range []bool{false, true} {
+		got, err := snapshotAll(context.Background(), list, 3000, 5000, lastOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := snapshotRun(context.Background(), nil, list, 3000, 5000, lastOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(want) || len(got) != groups*(members-(members+2)/3) {
+			t.Fatalf("lastOnly %v: %d snapshots, one goroutine %d, want %d", lastOnly, len(got), len(want), groups*(members-(members+2)/3))
+		}
+		for i := range got {
+			if !labels.Equal(got[i].lset, want[i].lset) {
+				t.Fatalf("lastOnly %v: snapshot %d is %s, want %s", lastOnly, i, got[i].lset, want[i].lset)
+			}
+		}
+		if n := cap(got[len(got):]); n > 0 && slices.ContainsFunc(got[len(got):cap(got)], func(s *headSeries) bool { return s != nil }) {
+			t.Fatalf("lastOnly %v: stale pointers kept after the snapshots", lastOnly)
+		}
 	}
 }
