@@ -104,3 +104,22 @@ func BenchmarkMatchRawV1(b *testing.B) {
 		}
 	}
 }
+
+// TestSeriesLabels: labels packed into the decoder's arena equal the labels
+// built the usual way, values around the packing's 254/255 boundary
+// included, and those made before the arena grew stay intact.
+func TestSeriesLabels(t *testing.T) {
+	d := newDecoder(Limits{})
+	var got, want []labels.Labels
+	for i := range 2000 {
+		v := strings.Repeat("v", i%300)
+		lb := v1Labels{{Name: "__name__", Value: "m"}, {Name: "i", Value: strings.Repeat("x", i%7)}, {Name: "long", Value: v}}
+		got = append(got, seriesLabels(d, lb))
+		want = append(want, labels.FromStrings("__name__", "m", "i", strings.Repeat("x", i%7), "long", v))
+	}
+	for i := range got {
+		if !labels.Equal(got[i], want[i]) || got[i].String() != want[i].String() {
+			t.Fatalf("series %d: %s, want %s", i, got[i], want[i])
+		}
+	}
+}
