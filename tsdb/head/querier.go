@@ -44,15 +44,17 @@ func (q *querier) Select(ctx context.Context, sortSeries bool, hints *storage.Se
 		lastOnly = hints.Func == fastread.HintLastSample || hints.Func == fastread.HintSeries
 	}
 	refs := q.h.index.postingsFor(ms...)
-	list := make([]*memSeries, 0, len(refs))
+	lb := seriesBufs.Get().(*seriesBuf)
+	list := slices.Grow(lb.list[:0], len(refs))
 	for _, ref := range refs {
 		if s := q.h.seriesByRef(ref); s != nil {
 			list = append(list, s)
 		}
 	}
 	// Snapshot group by group: one lock acquisition per group.
-	sortByGroup(list)
+	lb.tmp = sortByGroup(list, lb.tmp)
 	out, err := snapshotAll(ctx, list, mint, maxt, lastOnly)
+	lb.put(list)
 	if err != nil {
 		var sp *snapshotPanic
 		if errors.As(err, &sp) {
@@ -71,16 +73,34 @@ func (q *querier) Select(ctx context.Context, sortSeries bool, hints *storage.Se
 	return results.NewList(out, warn)
 }
 
-// sortByGroup orders list by group (creation order), then column. The
+// seriesBuf holds the slices a selection is gathered and sorted in, pooled:
+// a selection of a million series otherwise leaves two slices of a million
+// pointers behind for the collector.
+type seriesBuf struct {
+	list, tmp []*memSeries
+}
+
+var seriesBufs = sync.Pool{New: func() any { return new(seriesBuf) }}
+
+// put returns b to the pool with list as its list, holding no series.
+func (b *seriesBuf) put(list []*memSeries) {
+	clear(list)
+	clear(b.tmp) // as long as the list it sorted, or empty
+	b.list, b.tmp = list[:0], b.tmp[:0]
+	seriesBufs.Put(b)
+}
+
+// sortByGroup orders list by group (creation order), then column, using
+// tmp (grown as needed and returned) as scratch. The
 // selections of many series (every series of a metric, of a job) come in
 // postings order, which interleaves the groups as their senders' shards
 // did: while the groups' ids are dense enough they are put in order by
 // counting, in one pass, and only the runs of one group whose columns are
 // out of order are sorted. Otherwise the sort compares keys copied out of
 // the series, not the series through pointers.
-func sortByGroup(list []*memSeries) {
+func sortByGroup(list, tmp []*memSeries) []*memSeries {
 	if len(list) < 2 {
-		return
+		return tmp
 	}
 	sorted := true
 	lo, hi := list[0].g.id, list[0].g.id
@@ -92,11 +112,12 @@ func sortByGroup(list []*memSeries) {
 		lo, hi = min(lo, g), max(hi, g)
 	}
 	if sorted {
-		return
+		return tmp
 	}
 	if span := hi - lo + 1; span <= uint64(2*len(list)+256) {
-		countingSortByGroup(list, lo, int(span))
-		return
+		tmp = slices.Grow(tmp[:0], len(list))[:len(list)]
+		countingSortByGroup(list, tmp, lo, int(span))
+		return tmp
 	}
 	type keyed struct {
 		g, col int64
@@ -115,12 +136,13 @@ func sortByGroup(list []*memSeries) {
 	for i := range ks {
 		list[i] = ks[i].s
 	}
+	return tmp
 }
 
-// countingSortByGroup is sortByGroup for group ids in [lo, lo+span): a
-// stable counting sort by group, then a sort by column of each group's run
-// that needs one.
-func countingSortByGroup(list []*memSeries, lo uint64, span int) {
+// countingSortByGroup is sortByGroup for group ids in [lo, lo+span), with
+// tmp as long as list: a stable counting sort by group, then a sort by
+// column of each group's run that needs one.
+func countingSortByGroup(list, tmp []*memSeries, lo uint64, span int) {
 	start := make([]int32, span+1)
 	for _, s := range list {
 		start[s.g.id-lo+1]++
@@ -128,7 +150,6 @@ func countingSortByGroup(list []*memSeries, lo uint64, span int) {
 	for i := 1; i <= span; i++ {
 		start[i] += start[i-1]
 	}
-	tmp := make([]*memSeries, len(list))
 	for _, s := range list {
 		k := s.g.id - lo
 		tmp[start[k]] = s

@@ -49,7 +49,12 @@ func TestSortByGroup(t *testing.T) {
 				rng.Shuffle(len(list)/3, func(i, j int) { list[i], list[j] = list[j], list[i] })
 			}
 			in := slices.Clone(list)
-			sortByGroup(list)
+			// The scratch a previous sort left holds other series: a pooled one.
+			dirty := make([]*memSeries, 3, len(list)+5)
+			for i := range dirty {
+				dirty[i] = &memSeries{g: gs[0]}
+			}
+			sortByGroup(list, dirty)
 			want := slices.Clone(in)
 			slices.SortFunc(want, func(a, b *memSeries) int {
 				if a.g.id != b.g.id {
@@ -82,7 +87,7 @@ func BenchmarkSortByGroup(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		copy(list, in)
-		sortByGroup(list)
+		sortByGroup(list, nil)
 	}
 }
 
@@ -118,7 +123,7 @@ func TestSnapshotAllParallel(t *testing.T) {
 	for _, ref := range h.index.postingsFor(labels.MustNewMatcher(labels.MatchEqual, "__name__", "m")) {
 		list = append(list, h.seriesByRef(ref))
 	}
-	sortByGroup(list)
+	sortByGroup(list, nil)
 	if len(list) < parallelSnapshotMin {
 		t.Fatalf("%d series: too few for the parallel path", len(list))
 	}
