@@ -30,7 +30,12 @@ func (tb *table) capture(mint, maxt int64, fs *freezeScratch) tableData {
 	}
 	if b := tb.building; b != nil && b.rows > 0 && b.minT >= mint && b.maxT < maxt {
 		if fs != nil {
-			d.chunks = append(d.chunks, b.freezeInto(fs))
+			// Decoded after the lock is released: the timestamps are copied
+			// too, as the builder rewrites its last byte.
+			ch := b.freezeInto(fs)
+			fs.ts = append(fs.ts[:0], ch.ts...)
+			ch.ts = fs.ts
+			d.chunks = append(d.chunks, ch)
 		} else {
 			d.chunks = append(d.chunks, b.freeze(nil))
 		}

@@ -375,8 +375,9 @@ func (b *chunkBuilder) freeze(store *chunkStore) *chunk {
 }
 
 // freezeInto is freeze into sc's buffers: the chunk is valid until sc's
-// next use. An export decodes the chunk being built this way, right after
-// copying it, without a copy of its own in the heap.
+// next use, but its timestamps are the builder's own bytes (freeze copies
+// them with the rest; an export that keeps the chunk past the group's lock
+// copies them into sc.ts).
 func (b *chunkBuilder) freezeInto(sc *freezeScratch) *chunk {
 	c := &chunk{minT: b.minT, maxT: b.maxT, rows: b.rows}
 	sc.cols = slices.Grow(sc.cols[:0], len(b.cols))[:len(b.cols)]
@@ -391,9 +392,7 @@ func (b *chunkBuilder) freezeInto(sc *freezeScratch) *chunk {
 		sc.cols = append(sc.cols[:0], b.hist.colData(0))
 		sc.data = append(sc.data, b.hist.bytes()...)
 	}
-	// The timestamps are copied too: the builder rewrites its last byte.
-	sc.ts = append(sc.ts[:0], b.ts.Bytes()...)
-	c.cols, c.bits, c.ts, c.data = sc.cols, sc.bits, sc.ts, sc.data
+	c.cols, c.bits, c.ts, c.data = sc.cols, sc.bits, b.ts.Bytes(), sc.data
 	return c
 }
 
@@ -410,7 +409,7 @@ var freezePool = sync.Pool{New: func() any { return new(freezeScratch) }}
 
 // freezeScratch holds the buffers of one freeze, reused by the next.
 type freezeScratch struct {
-	ts   []byte
+	ts   []byte // an export's copy of the timestamps (capture)
 	cols []colData
 	data []byte
 	bits []uint64
