@@ -21,6 +21,7 @@ import (
 	"github.com/tandem-tsdb/tandem/internal/fsutil"
 	"github.com/tandem-tsdb/tandem/tsdb/block"
 	"github.com/tandem-tsdb/tandem/tsdb/blockset"
+	"github.com/tandem-tsdb/tandem/tsdb/fastread"
 	"github.com/tandem-tsdb/tandem/tsdb/head"
 )
 
@@ -223,6 +224,15 @@ func (db *DB) Querier(mint, maxt int64) (storage.Querier, error) {
 type closeHook struct {
 	storage.Querier
 	done func()
+}
+
+// SelectStream implements fastread.Streamer with the querier's, or with its
+// Select.
+func (q *closeHook) SelectStream(ctx context.Context, parts int, hints *storage.SelectHints, ms ...*labels.Matcher) []storage.SeriesSet {
+	if st, ok := q.Querier.(fastread.Streamer); ok {
+		return st.SelectStream(ctx, parts, hints, ms...)
+	}
+	return []storage.SeriesSet{q.Querier.Select(ctx, false, hints, ms...)}
 }
 
 func (q *closeHook) Close() error {

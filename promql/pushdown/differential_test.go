@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/prometheus/util/teststorage"
 
 	"github.com/tandem-tsdb/tandem/tsdb"
+	"github.com/tandem-tsdb/tandem/tsdb/fastread"
 	"github.com/tandem-tsdb/tandem/tsdb/head"
 )
 
@@ -716,7 +717,7 @@ func TestDifferential(t *testing.T) {
 	}
 	// Fallbacks are checked per query in differentialRun: only range
 	// functions of selectors of several metric names may have them.
-	t.Logf("pushed down: %d evaluated here, %d handed back to the engine; %d selects of 256 series or more on 3 workers", evaluated, fallbacks, parallel)
+	t.Logf("pushed down: %d evaluated here, %d handed back to the engine; %d selects of 256 series or more, or streams, on several workers", evaluated, fallbacks, parallel)
 	if want := int64(100 * len(runs)); evaluated < want {
 		t.Errorf("only %d subexpressions were pushed down, want at least %d", evaluated, want)
 	}
@@ -728,12 +729,13 @@ func TestDifferential(t *testing.T) {
 type diffStats struct {
 	evaluated, fallbacks int64
 	// parallel counts the Selects of at least 256 series through the
-	// engine with 3 workers: those the push-down splits among its workers.
+	// engine with 3 workers (those the push-down splits among its
+	// workers), and the streams cut in several parts.
 	parallel int64
 }
 
 // countingQueryable counts the Selects of at least 256 series on its
-// queriers.
+// queriers, and the streams read by several workers.
 type countingQueryable struct {
 	storage.Queryable
 	wide *atomic.Int64
@@ -744,7 +746,22 @@ func (q countingQueryable) Querier(mint, maxt int64) (storage.Querier, error) {
 	if err != nil {
 		return nil, err
 	}
+	if _, ok := qr.(fastread.Streamer); ok {
+		return countingStreamer{countingQuerier{qr, q.wide}}, nil
+	}
 	return countingQuerier{qr, q.wide}, nil
+}
+
+// countingStreamer is a countingQuerier over a querier that streams: it
+// counts the streams cut in several parts (read by several workers).
+type countingStreamer struct{ countingQuerier }
+
+func (q countingStreamer) SelectStream(ctx context.Context, parts int, hints *storage.SelectHints, ms ...*labels.Matcher) []storage.SeriesSet {
+	sets := q.Querier.(fastread.Streamer).SelectStream(ctx, parts, hints, ms...)
+	if len(sets) > 1 {
+		q.wide.Add(1)
+	}
+	return sets
 }
 
 type countingQuerier struct {
@@ -963,7 +980,7 @@ func differentialRun(t *testing.T, r diffRun) diffStats {
 		st.fallbacks += fb
 	}
 	st.parallel = wide.Load()
-	t.Logf("seed %d: %d series, %d queries, %d evaluations; pushed down %d (%d selects of 256 series or more), fallbacks %d",
+	t.Logf("seed %d: %d series, %d queries, %d evaluations; pushed down %d (%d selects of 256 series or more, or streams, on several workers), fallbacks %d",
 		seed, len(data), len(queries), evaluations, st.evaluated, st.parallel, st.fallbacks)
 	return st
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
-	"github.com/prometheus/prometheus/schema"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/prometheus/prometheus/util/annotations"
@@ -102,6 +101,14 @@ func evalNode(ctx context.Context, q storage.Queryable, n *node, g grid) ([]synt
 			hints.Func = fastread.HintLastSample
 		}
 	}
+	workers := min(g.workers, runtime.GOMAXPROCS(0))
+	if st, ok := querier.(fastread.Streamer); ok {
+		out, annos, err := evalStreams(ctx, st, n, g, hints, mint, maxt, workers)
+		if !errors.Is(err, errSequential) {
+			return out, annos, err
+		}
+		// Evaluated again below, on one worker, or left to the engine.
+	}
 	ss := querier.Select(ctx, false, hints, n.sel.LabelMatchers...)
 	bufs := getSelectBufs()
 	if sz, ok := ss.(fastread.Sized); ok {
@@ -109,80 +116,17 @@ func evalNode(ctx context.Context, q storage.Queryable, n *node, g grid) ([]synt
 		// allocate its slices about twice over while growing them.
 		bufs.series, bufs.of = slices.Grow(bufs.series, sz.Len()), slices.Grow(bufs.of, sz.Len())
 	}
-	var (
-		series = bufs.series
-		gr     = groups{of: bufs.of}
-		index  = map[uint64]int32{}
-		buf    []byte
-		lb     = labels.NewBuilder(labels.EmptyLabels())
-	)
+	series, gp := bufs.series, newGrouper(n)
+	gr := groups{of: bufs.of}
 	defer func() {
 		bufs.series, bufs.of = series, gr.of // given back grown, whatever the outcome
 		putSelectBufs(bufs)
 	}()
-	keep := n.grouping
-	if n.fn != "" && !n.without {
-		// Range functions drop the metric name before the aggregation sees it.
-		keep = slicesWithout(keep, labels.MetricName)
-	}
-	// A range function drops the metric name: series that differ only in it
-	// collide, which the engine resolves (merging or failing) itself.
-	var byValue map[string]int32
-	if !n.without && len(keep) == 1 {
-		byValue = map[string]int32{}
-	}
-	var nameless map[uint64]struct{}
-	if n.fn != "" && !hasNameEquality(n.sel) {
-		nameless = map[uint64]struct{}{}
-	}
 	for ss.Next() {
 		s := ss.At()
-		ls := s.Labels()
-		if nameless != nil {
-			var h uint64
-			h, buf = ls.HashWithoutLabels(buf)
-			if _, dup := nameless[h]; dup {
-				return nil, nil, errUnsupported
-			}
-			nameless[h] = struct{}{}
-		}
-		if n.perSeries {
-			// Every series is its own output series.
-			out := ls
-			if n.fn != "last_over_time" {
-				out = ls.DropReserved(schema.IsMetadataLabel)
-			}
-			gr.of = append(gr.of, int32(len(gr.lsets)))
-			gr.lsets = append(gr.lsets, out)
-			series = append(series, s)
-			continue
-		}
-		var (
-			gi int32
-			ok bool
-		)
-		if byValue != nil {
-			// One grouping label: its value is the group's key (a label
-			// is never present with an empty value).
-			v := ls.Get(keep[0])
-			if gi, ok = byValue[v]; !ok {
-				gi = int32(len(gr.lsets))
-				byValue[v] = gi
-				gr.lsets = append(gr.lsets, groupLabels(lb, ls, n, keep))
-			}
-		} else {
-			var h uint64
-			switch {
-			case n.without:
-				h, buf = ls.HashWithoutLabels(buf, n.grouping...)
-			case len(keep) > 0:
-				h, buf = ls.HashForLabels(buf, keep...)
-			}
-			if gi, ok = index[h]; !ok {
-				gi = int32(len(gr.lsets))
-				index[h] = gi
-				gr.lsets = append(gr.lsets, groupLabels(lb, ls, n, keep))
-			}
+		gi, err := gp.group(s.Labels())
+		if err != nil {
+			return nil, nil, err
 		}
 		series = append(series, s)
 		gr.of = append(gr.of, gi)
@@ -190,6 +134,7 @@ func evalNode(ctx context.Context, q storage.Queryable, n *node, g grid) ([]synt
 	if err := ss.Err(); err != nil {
 		return nil, nil, err
 	}
+	gr.lsets = gp.lsets
 	annos := ss.Warnings()
 	steps := g.steps()
 	// (The sample limit is enforced on the points produced, in run.)
@@ -198,7 +143,6 @@ func evalNode(ctx context.Context, q storage.Queryable, n *node, g grid) ([]synt
 		// outputs are left to the engine and its memory accounting.
 		return nil, annos, errUnsupported
 	}
-	workers := min(g.workers, runtime.GOMAXPROCS(0))
 	if len(series) < 64 || !n.perSeries && len(gr.lsets)*steps > 1<<20 {
 		workers = 1 // each worker would hold all groups' accumulators
 	}
@@ -422,23 +366,31 @@ func (w *worker) runSeries(ctx context.Context, series []storage.Series, of []in
 				return err
 			}
 		}
-		if err := w.load(s); err != nil {
+		if err := w.series(s, of[i]); err != nil {
 			return err
 		}
-		all := w.acc
-		if w.shared != nil {
-			all = w.shared
-		}
-		acc := all[int(of[i])*w.steps : int(of[i]+1)*w.steps]
-		var produced bool
-		if w.n.fn == "" {
-			produced = w.instant(acc)
-		} else {
-			produced = w.ranged(acc)
-		}
-		if produced && (w.n.fn == "rate" || w.n.fn == "increase") {
-			w.checkCounter(s.Labels())
-		}
+	}
+	return nil
+}
+
+// series evaluates s into the accumulators of its group gi.
+func (w *worker) series(s storage.Series, gi int32) error {
+	if err := w.load(s); err != nil {
+		return err
+	}
+	all := w.acc
+	if w.shared != nil {
+		all = w.shared
+	}
+	acc := all[int(gi)*w.steps : int(gi+1)*w.steps]
+	var produced bool
+	if w.n.fn == "" {
+		produced = w.instant(acc)
+	} else {
+		produced = w.ranged(acc)
+	}
+	if produced && (w.n.fn == "rate" || w.n.fn == "increase") {
+		w.checkCounter(s.Labels())
 	}
 	return nil
 }

@@ -8,8 +8,11 @@
 package fastread
 
 import (
+	"context"
 	"errors"
 
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 )
 
@@ -42,6 +45,18 @@ type FloatAppender interface {
 // queriers' does not implement it.)
 type Sized interface {
 	Len() int
+}
+
+// Streamer is implemented by the queriers of tandem's storage that can
+// yield series without holding all of them. SelectStream is Select, unsorted,
+// cut into at most parts sets that yield, one after the other, what Select
+// would, and that may be read concurrently, one goroutine each; each series
+// is valid only until the next call of its set's Next (its labels stay
+// valid), so that memory is reused from series to series. A caller that
+// reads each series as it comes (an aggregation) uses it; a querier that
+// cannot stream does not implement it, or returns Select's set alone.
+type Streamer interface {
+	SelectStream(ctx context.Context, parts int, hints *storage.SelectHints, ms ...*labels.Matcher) []storage.SeriesSet
 }
 
 // StartTimestamper is implemented by the series tandem's queriers return:

@@ -752,20 +752,17 @@ func (d *seriesData) add(parts []part, tb *table, c int) []part {
 			parts = append(parts, part{c: ch, col: 0})
 		}
 	}
-	var open []Sample
-	if nopen > 0 {
-		open = make([]Sample, 0, nopen)
+	if nopen == 0 {
+		return parts
 	}
+	open := d.sl.samples(nopen)
 	for _, r := range tb.open {
 		if r.t < d.mint || r.t > d.maxt || !r.has(c) {
 			continue
 		}
 		open = append(open, Sample{T: r.t, V: r.vals[c]})
 	}
-	if len(open) > 0 {
-		parts = append(parts, part{raw: &rawRun{samples: open}})
-	}
-	return parts
+	return append(parts, part{raw: d.sl.raw(open)})
 }
 
 func (d *seriesData) empty() bool {

@@ -33,44 +33,65 @@ type querier struct {
 
 // Select returns the series matching ms with their samples in the hinted range.
 func (q *querier) Select(ctx context.Context, sortSeries bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
-	mint, maxt := q.mint, q.maxt
-	limit := 0
-	lastOnly := false
+	sel := q.selection(hints, ms)
+	out, err := snapshotAll(ctx, sel.list, sel.mint, sel.maxt, sel.lastOnly)
+	sel.buf.put(sel.list)
+	if err != nil {
+		q.h.logSnapshotPanic(err)
+		return storage.ErrSeriesSet(err)
+	}
+	if sortSeries || sel.limit > 0 {
+		sort.Slice(out, func(i, j int) bool { return labels.Compare(out[i].lset, out[j].lset) < 0 })
+	}
+	var warn annotations.Annotations
+	if sel.limit > 0 && len(out) > sel.limit {
+		out = out[:sel.limit]
+		warn.Add(results.ErrLimitTruncated)
+	}
+	return results.NewList(out, warn)
+}
+
+// selection is what Select and SelectStream snapshot: the series matching
+// a selector, sorted by group, in pooled slices (buf, given back with
+// buf.put(list)), and the range and hints they are read with.
+type selection struct {
+	list       []*memSeries
+	buf        *seriesBuf
+	mint, maxt int64
+	limit      int
+	lastOnly   bool // only each series' newest sample in the range is read
+}
+
+// selection gathers the series matching ms, sorted by group.
+func (q *querier) selection(hints *storage.SelectHints, ms []*labels.Matcher) selection {
+	sel := selection{mint: q.mint, maxt: q.maxt}
 	if hints != nil {
-		mint, maxt = max(mint, hints.Start), min(maxt, hints.End)
-		limit = hints.Limit
+		sel.mint, sel.maxt = max(sel.mint, hints.Start), min(sel.maxt, hints.End)
+		sel.limit = hints.Limit
 		// The HTTP API's series and label calls ask only which series have
 		// samples in the range: the newest sample answers that too.
-		lastOnly = hints.Func == fastread.HintLastSample || hints.Func == fastread.HintSeries
+		sel.lastOnly = hints.Func == fastread.HintLastSample || hints.Func == fastread.HintSeries
 	}
 	refs := q.h.index.postingsFor(ms...)
-	lb := seriesBufs.Get().(*seriesBuf)
-	list := slices.Grow(lb.list[:0], len(refs))
+	sel.buf = seriesBufs.Get().(*seriesBuf)
+	list := slices.Grow(sel.buf.list[:0], len(refs))
 	for _, ref := range refs {
 		if s := q.h.seriesByRef(ref); s != nil {
 			list = append(list, s)
 		}
 	}
 	// Snapshot group by group: one lock acquisition per group.
-	lb.tmp = sortByGroup(list, lb.tmp)
-	out, err := snapshotAll(ctx, list, mint, maxt, lastOnly)
-	lb.put(list)
-	if err != nil {
-		var sp *snapshotPanic
-		if errors.As(err, &sp) {
-			q.h.logger.Error("head snapshot panicked: the query fails, the process goes on", "panic", fmt.Sprint(sp.val), "stack", string(sp.stack))
-		}
-		return storage.ErrSeriesSet(err)
+	sel.buf.tmp = sortByGroup(list, sel.buf.tmp)
+	sel.list = list
+	return sel
+}
+
+// logSnapshotPanic logs err when it is a snapshot that panicked.
+func (h *Head) logSnapshotPanic(err error) {
+	var sp *snapshotPanic
+	if errors.As(err, &sp) {
+		h.logger.Error("head snapshot panicked: the query fails, the process goes on", "panic", fmt.Sprint(sp.val), "stack", string(sp.stack))
 	}
-	if sortSeries || limit > 0 {
-		sort.Slice(out, func(i, j int) bool { return labels.Compare(out[i].lset, out[j].lset) < 0 })
-	}
-	var warn annotations.Annotations
-	if limit > 0 && len(out) > limit {
-		out = out[:limit]
-		warn.Add(results.ErrLimitTruncated)
-	}
-	return results.NewList(out, warn)
 }
 
 // seriesBuf holds the slices a selection is gathered and sorted in, pooled:
@@ -186,19 +207,7 @@ func snapshotAll(ctx context.Context, list []*memSeries, mint, maxt int64, lastO
 		defer recoverSnapshot(&err)
 		return snapshotRun(ctx, out[:0], list, mint, maxt, lastOnly)
 	}
-	p = min(p, 4)
-	// Cut at group boundaries near equal shares.
-	var cuts []int
-	for k := 1; k < p; k++ {
-		c := max(k*len(list)/p, 1)
-		for c < len(list) && list[c].g == list[c-1].g {
-			c++
-		}
-		if c < len(list) && (len(cuts) == 0 || c > cuts[len(cuts)-1]) {
-			cuts = append(cuts, c)
-		}
-	}
-	bounds := append(append([]int{0}, cuts...), len(list))
+	bounds := groupCuts(list, min(p, 4))
 	// Each part fills its own stretch of out (a series gives at most one
 	// snapshot); the stretches are then moved together.
 	parts := make([][]*headSeries, len(bounds)-1)
@@ -223,6 +232,22 @@ func snapshotAll(ctx context.Context, list []*memSeries, mint, maxt int64, lastO
 	}
 	clear(out[n:])
 	return out[:n], nil
+}
+
+// groupCuts returns the bounds 0 = b[0] < b[1] < ... = len(list) of at most
+// p runs of list (sorted by group) of near equal length, cut between groups.
+func groupCuts(list []*memSeries, p int) []int {
+	bounds := []int{0}
+	for k := 1; k < p; k++ {
+		c := max(k*len(list)/p, 1)
+		for c < len(list) && list[c].g == list[c-1].g {
+			c++
+		}
+		if c < len(list) && c > bounds[len(bounds)-1] {
+			bounds = append(bounds, c)
+		}
+	}
+	return append(bounds, len(list))
 }
 
 // snapshotRun snapshots list (sorted by group), one lock acquisition per
@@ -278,39 +303,73 @@ func snapshotRun(ctx context.Context, out []*headSeries, list []*memSeries, mint
 // allocated a few hundred at a time, sized by the series left to snapshot:
 // a selection of thousands of series takes a few allocations instead of
 // three per series. Each block lives as long as one of its series is read.
+//
+// A stream (SelectStream) reuses one slab group after group: reset hands
+// its blocks out again, and each block is sized for the whole group.
 type snapSlab struct {
-	left int // series of the selection not snapshotted yet
-	hs   []headSeries
-	ds   []seriesData
-	ps   []part
-	oc   []oneColChunk // copies of the chunk being built
-	bs   []byte        // their values' bytes
+	left  int  // series of the selection (of the group, reusing) not snapshotted yet
+	reuse bool // blocks are kept across reset and not bounded by slabBlock
+	hs    []headSeries
+	ds    []seriesData
+	ps    []part
+	oc    []oneColChunk // copies of the chunk being built
+	bs    []byte        // their values' bytes
+	ss    []Sample      // open rows' samples
+	rr    []rawRun      // their runs
 }
 
-// slabBlock bounds the series in one block of a snapSlab.
+// slabBlock bounds the series in one block of a snapSlab that is not reused.
 const slabBlock = 512
 
 // blockLen is how many series the next block serves: the series left
-// (the one being snapshotted included), at most slabBlock.
-func (sl *snapSlab) blockLen() int { return min(max(sl.left+1, 1), slabBlock) }
+// (the one being snapshotted included), at most slabBlock unless reused.
+func (sl *snapSlab) blockLen() int {
+	n := max(sl.left+1, 1)
+	if sl.reuse {
+		return n
+	}
+	return min(n, slabBlock)
+}
+
+// reset hands sl's blocks out again for a group of n series, zeroed: what
+// was handed out before is no longer read. (Elements past a block's length
+// are zero: they were cleared by an earlier reset or never used.)
+func (sl *snapSlab) reset(n int) {
+	clear(sl.hs)
+	clear(sl.ds)
+	clear(sl.ps)
+	clear(sl.oc)
+	clear(sl.rr)
+	sl.hs, sl.ds, sl.ps, sl.oc, sl.rr = sl.hs[:0], sl.ds[:0], sl.ps[:0], sl.oc[:0], sl.rr[:0]
+	sl.bs, sl.ss = sl.bs[:0], sl.ss[:0]
+	sl.left, sl.reuse = n, true
+}
+
+// take returns n elements of *blk (zero, but for bytes and samples, which
+// are overwritten), first replacing it with a new block of at least size
+// elements when it has no room left; a reused slab's new block is at least
+// twice the old one, so that its blocks soon fit the largest group.
+func take[T any](sl *snapSlab, blk *[]T, n, size int) []T {
+	b := *blk
+	if cap(b)-len(b) < n {
+		if sl.reuse {
+			size = max(size, 2*cap(b))
+		}
+		b = make([]T, 0, max(size, n))
+	}
+	k := len(b)
+	b = b[:k+n]
+	*blk = b
+	return b[k : k+n : k+n]
+}
 
 // series returns a zero headSeries.
-func (sl *snapSlab) series() *headSeries {
-	if len(sl.hs) == cap(sl.hs) {
-		sl.hs = make([]headSeries, 0, sl.blockLen())
-	}
-	sl.hs = sl.hs[:len(sl.hs)+1]
-	return &sl.hs[len(sl.hs)-1]
-}
+func (sl *snapSlab) series() *headSeries { return &take(sl, &sl.hs, 1, sl.blockLen())[0] }
 
 // data returns a zero seriesData, counting one series of the selection done.
 func (sl *snapSlab) data() *seriesData {
 	sl.left--
-	if len(sl.ds) == cap(sl.ds) {
-		sl.ds = make([]seriesData, 0, sl.blockLen())
-	}
-	sl.ds = sl.ds[:len(sl.ds)+1]
-	return &sl.ds[len(sl.ds)-1]
+	return &take(sl, &sl.ds, 1, sl.blockLen())[0]
 }
 
 // unData takes back the seriesData data returned last, zeroed.
@@ -320,25 +379,32 @@ func (sl *snapSlab) unData() {
 }
 
 // parts returns an empty slice with room for n parts.
-func (sl *snapSlab) parts(n int) []part {
-	if cap(sl.ps)-len(sl.ps) < n {
-		sl.ps = make([]part, 0, sl.blockLen()*n)
-	}
-	k := len(sl.ps)
-	sl.ps = sl.ps[:k+n]
-	return sl.ps[k : k : k+n]
-}
+func (sl *snapSlab) parts(n int) []part { return take(sl, &sl.ps, n, sl.blockLen()*n)[:0] }
 
 // oneCol returns a zero oneColChunk; sl may be nil.
 func (sl *snapSlab) oneCol() *oneColChunk {
 	if sl == nil {
 		return new(oneColChunk)
 	}
-	if len(sl.oc) == cap(sl.oc) {
-		sl.oc = make([]oneColChunk, 0, sl.blockLen())
+	return &take(sl, &sl.oc, 1, sl.blockLen())[0]
+}
+
+// samples returns an empty slice with room for n samples; sl may be nil.
+func (sl *snapSlab) samples(n int) []Sample {
+	if sl == nil {
+		return make([]Sample, 0, n)
 	}
-	sl.oc = sl.oc[:len(sl.oc)+1]
-	return &sl.oc[len(sl.oc)-1]
+	return take(sl, &sl.ss, n, sl.blockLen()*2)[:0]
+}
+
+// raw returns a rawRun holding samples; sl may be nil.
+func (sl *snapSlab) raw(samples []Sample) *rawRun {
+	if sl == nil {
+		return &rawRun{samples: samples}
+	}
+	r := &take(sl, &sl.rr, 1, sl.blockLen())[0]
+	r.samples = samples
+	return r
 }
 
 // bytes returns a copy of b, its capacity its length; sl may be nil.
@@ -346,12 +412,9 @@ func (sl *snapSlab) bytes(b []byte) []byte {
 	if sl == nil {
 		return slices.Clone(b)
 	}
-	if cap(sl.bs)-len(sl.bs) < len(b) {
-		sl.bs = make([]byte, 0, max(len(b), sl.blockLen()*64))
-	}
-	k := len(sl.bs)
-	sl.bs = append(sl.bs, b...)
-	return sl.bs[k:len(sl.bs):len(sl.bs)]
+	dst := take(sl, &sl.bs, len(b), sl.blockLen()*64)
+	copy(dst, b)
+	return dst
 }
 
 // snapshotGroupHook, when set (by tests), runs with each group locked before
