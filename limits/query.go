@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb/chunks"
 	"github.com/prometheus/prometheus/util/annotations"
+
+	"github.com/tandem-tsdb/tandem/tsdb/fastread"
 )
 
 // The bounds of a request that gave none, as the Prometheus API fills them
@@ -72,7 +74,11 @@ func (q *queryable) Querier(mint, maxt int64) (storage.Querier, error) {
 	if err != nil || l.MaxFetchedSeriesPerQuery <= 0 {
 		return inner, err
 	}
-	return &querier{Querier: inner, max: int64(l.MaxFetchedSeriesPerQuery)}, nil
+	lq := &querier{Querier: inner, max: int64(l.MaxFetchedSeriesPerQuery)}
+	if _, ok := inner.(fastread.Streamer); ok {
+		return &streamQuerier{lq}, nil
+	}
+	return lq, nil
 }
 
 func (q *queryable) ChunkQuerier(mint, maxt int64) (storage.ChunkQuerier, error) {
@@ -147,6 +153,21 @@ type querier struct {
 
 func (q *querier) Select(ctx context.Context, sortSeries bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
 	return &seriesSet{SeriesSet: q.Querier.Select(ctx, sortSeries, hints, ms...), lim: seriesLimit(budget(ctx), q.max)}
+}
+
+// streamQuerier is a querier over one that streams (fastread.Streamer): it
+// streams too, so that the push-down keeps no series under limits either.
+type streamQuerier struct{ *querier }
+
+// SelectStream implements fastread.Streamer: the series of every part count
+// against the request's limit.
+func (q *streamQuerier) SelectStream(ctx context.Context, parts int, hints *storage.SelectHints, ms ...*labels.Matcher) []storage.SeriesSet {
+	sets := q.Querier.(fastread.Streamer).SelectStream(ctx, parts, hints, ms...)
+	b := budget(ctx)
+	for i, ss := range sets {
+		sets[i] = &seriesSet{SeriesSet: ss, lim: seriesLimit(b, q.max)}
+	}
+	return sets
 }
 
 // seriesSet fails once its request has read more than max series.
