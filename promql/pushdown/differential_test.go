@@ -692,6 +692,9 @@ func TestDifferential(t *testing.T) {
 			`sum by(instance)(rate(m_cpu_seconds_total[5m]))`,
 			`sum(delta(m_temperature_celsius[5m]))`,
 			`sum by(job)(delta(m_temperature_celsius[10m]))`,
+			// Range functions alone: one output series per input series.
+			`rate(m_cpu_seconds_total[5m])`,
+			`max_over_time(m_temperature_celsius[10m])`,
 		}},
 		// The engines of all runs have the same options, these with the
 		// experimental delayed name removal.

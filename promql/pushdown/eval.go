@@ -858,9 +858,14 @@ func final(a *acc, op parser.ItemType) float64 {
 // collect turns the accumulators into one synthetic series per group that
 // has a value at some step, with stale markers at the other steps.
 func collect(accs []acc, gr groups, op parser.ItemType, g grid) []synthSeries {
+	return appendCollected(make([]synthSeries, 0, len(gr.lsets)), accs, gr.lsets, op, g)
+}
+
+// appendCollected appends to out what collect returns for the groups lsets
+// and their accumulators.
+func appendCollected(out []synthSeries, accs []acc, lsets []labels.Labels, op parser.ItemType, g grid) []synthSeries {
 	steps := g.steps()
-	out := make([]synthSeries, 0, len(gr.lsets))
-	for gi, ls := range gr.lsets {
+	for gi, ls := range lsets {
 		row := accs[gi*steps : (gi+1)*steps]
 		any := false
 		for k := range row {

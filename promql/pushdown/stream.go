@@ -155,6 +155,9 @@ type streamWorker struct {
 // than maxOutputPoints across the workers).
 func evalStreams(ctx context.Context, st fastread.Streamer, n *node, g grid, hints *storage.SelectHints, mint, maxt int64, workers int) ([]synthSeries, annotations.Annotations, error) {
 	sets := st.SelectStream(ctx, workers, hints, n.sel.LabelMatchers...)
+	if len(sets) == 0 {
+		return nil, nil, nil // nothing selected
+	}
 	steps := g.steps()
 	limit := int64(maxOutputPoints)
 	if n.perSeries {
@@ -170,6 +173,10 @@ func evalStreams(ctx context.Context, st fastread.Streamer, n *node, g grid, hin
 	for i, ss := range sets {
 		w := &streamWorker{worker: getWorker(n, g, mint, maxt, steps), gp: newGrouper(n)}
 		ws[i], pooled[i] = w, w.worker
+		if sz, ok := ss.(fastread.Sized); ok && n.perSeries {
+			// At most one group per series: sized once.
+			w.acc = slices.Grow(w.acc, min(sz.Len()*steps, int(limit)))
+		}
 		work := func() {
 			// As run: a panic on another goroutine would end the process.
 			defer func() {
@@ -214,6 +221,25 @@ func evalStreams(ctx context.Context, st fastread.Streamer, n *node, g grid, hin
 			}
 		}
 	}
+	if n.perSeries {
+		// Every series is its own group: the workers' groups are disjoint,
+		// and their output is theirs in order.
+		total := 0
+		for _, w := range ws {
+			total += len(w.gp.lsets)
+		}
+		if int64(total)*int64(steps) > limit {
+			return nil, annos, errUnsupported // as evalNode
+		}
+		out := make([]synthSeries, 0, total)
+		for _, w := range ws {
+			out = appendCollected(out, w.acc, w.gp.lsets, n.op, g)
+		}
+		if hasDuplicates(out) {
+			return nil, nil, errUnsupported // as evalNode
+		}
+		return out, annos, nil
+	}
 	gp, accs := ws[0].gp, ws[0].acc[:len(ws[0].gp.lsets)*steps]
 	for _, w := range ws[1:] {
 		to, err := gp.add(w.gp)
@@ -233,6 +259,7 @@ func evalStreams(ctx context.Context, st fastread.Streamer, n *node, g grid, hin
 			}
 		}
 	}
+	ws[0].acc = accs // grown by the merge: pooled as such
 	if int64(len(gp.lsets))*int64(steps) > limit {
 		return nil, annos, errUnsupported // as evalNode
 	}

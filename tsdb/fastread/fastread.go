@@ -40,9 +40,9 @@ type FloatAppender interface {
 }
 
 // Sized is implemented by the series sets tandem's queriers return when
-// they know how many series they yield: a caller that keeps them all sizes
-// its buffers once instead of growing them. (A set merging several
-// queriers' does not implement it.)
+// they know how many series they yield at most: a caller that keeps them
+// all sizes its buffers once instead of growing them. (A set merging
+// several queriers' does not implement it.)
 type Sized interface {
 	Len() int
 }

@@ -136,6 +136,10 @@ func (s *streamSet) release() {
 	s.sl = snapSlab{}
 }
 
+// Len implements fastread.Sized: the series of the run, of which those
+// without samples in the range are not yielded.
+func (s *streamSet) Len() int { return len(s.list) }
+
 // At returns the current series, valid until the next call of Next.
 func (s *streamSet) At() storage.Series { return &s.cur[s.k] }
 
