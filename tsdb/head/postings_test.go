@@ -316,7 +316,8 @@ func TestMemIndexLateReferences(t *testing.T) {
 
 // TestMemIndexDifferential compares postingsFor with labels.Matcher.Matches
 // over every series' labels, for random series added in a shuffled order
-// (some removed again) and random matchers of every type.
+// (some removed again) and random matchers of every type; each answer is
+// given back to the pool (putRefs) filled with garbage.
 func TestMemIndexDifferential(t *testing.T) {
 	rng := rand.New(rand.NewSource(5))
 	names := []string{"__name__", "cpu", "instance", "job", "mode", "missing"}
@@ -370,9 +371,17 @@ func TestMemIndexDifferential(t *testing.T) {
 				}
 			}
 			slices.Sort(want)
-			if got := ix.postingsFor(ms...); !slices.Equal(got, want) {
+			got := ix.postingsFor(ms...)
+			if !slices.Equal(got, want) {
 				t.Fatalf("round %d: postingsFor(%v) = %d refs, want %d", round, ms, len(got), len(want))
 			}
+			// Given back dirty: the next postingsFor may build its
+			// answer in it.
+			got = got[:cap(got)]
+			for i := range got {
+				got[i] = uint64(rng.Intn(n + 2))
+			}
+			putRefs(got)
 		}
 	}
 }
