@@ -185,10 +185,8 @@ func run(ctx context.Context, series []storage.Series, gr groups, n *node, g gri
 	steps := g.steps()
 	ws := make([]*worker, workers)
 	release = func() { putWorkers(ws) }
-	var wg sync.WaitGroup
 	per := (len(series) + workers - 1) / workers
 	for i := range ws {
-		lo, hi := min(i*per, len(series)), min((i+1)*per, len(series))
 		w := getWorker(n, g, mint, maxt, steps)
 		switch {
 		case i == 0 || !n.perSeries:
@@ -199,29 +197,11 @@ func run(ctx context.Context, series []storage.Series, gr groups, n *node, g gri
 			w.shared = ws[0].acc
 		}
 		ws[i] = w
-		work := func() {
-			// A panic in another goroutine would end the process (no HTTP
-			// handler or engine recovers it): it fails the query.
-			defer func() {
-				if r := recover(); r != nil {
-					w.err = &workerPanic{val: r, stack: debug.Stack()}
-				}
-			}()
-			w.err = w.runSeries(ctx, series[lo:hi], gr.of[lo:hi])
-		}
-		if i == len(ws)-1 {
-			// The last part runs on the query's own goroutine: a small
-			// query starts none, and wakes no other thread.
-			work()
-			break
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			work()
-		}()
 	}
-	wg.Wait()
+	runWorkers(ws, func(i int, w *worker) error {
+		lo, hi := min(i*per, len(series)), min((i+1)*per, len(series))
+		return w.runSeries(ctx, series[lo:hi], gr.of[lo:hi])
+	})
 	var annos annotations.Annotations
 	points, window := 0, 0
 	for _, w := range ws {
@@ -262,6 +242,35 @@ func run(ctx context.Context, series []storage.Series, gr groups, n *node, g gri
 		}
 	}
 	return out, annos, release, nil
+}
+
+// runWorkers runs part for each worker, each on its own goroutine but the
+// last, which runs on the caller's (a small query starts none, and wakes no
+// other thread), and sets each worker's err to what part returned. A panic
+// on another goroutine would end the process (no HTTP handler or engine
+// recovers it): it becomes the worker's error, and fails the query.
+func runWorkers(ws []*worker, part func(i int, w *worker) error) {
+	var wg sync.WaitGroup
+	for i, w := range ws {
+		work := func() {
+			defer func() {
+				if r := recover(); r != nil {
+					w.err = &workerPanic{val: r, stack: debug.Stack()}
+				}
+			}()
+			w.err = part(i, w)
+		}
+		if i == len(ws)-1 {
+			work()
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			work()
+		}()
+	}
+	wg.Wait()
 }
 
 // workerPool keeps workers' accumulators and sample buffers from query to

@@ -2,9 +2,7 @@ package pushdown
 
 import (
 	"context"
-	"runtime/debug"
 	"slices"
-	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/prometheus/model/labels"
@@ -164,7 +162,6 @@ func evalStreams(ctx context.Context, st fastread.Streamer, n *node, g grid, hin
 		limit = perSeriesMaxPoints
 	}
 	var (
-		wg     sync.WaitGroup
 		points atomic.Int64 // accumulators of all workers
 		ws     = make([]*streamWorker, len(sets))
 		pooled = make([]*worker, len(sets))
@@ -177,26 +174,8 @@ func evalStreams(ctx context.Context, st fastread.Streamer, n *node, g grid, hin
 			// At most one group per series: sized once.
 			w.acc = slices.Grow(w.acc, min(sz.Len()*steps, int(limit)))
 		}
-		work := func() {
-			// As run: a panic on another goroutine would end the process.
-			defer func() {
-				if r := recover(); r != nil {
-					w.err = &workerPanic{val: r, stack: debug.Stack()}
-				}
-			}()
-			w.err = w.read(ctx, ss, &points, limit)
-		}
-		if i == len(sets)-1 {
-			work() // on the query's own goroutine
-			break
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			work()
-		}()
 	}
-	wg.Wait()
+	runWorkers(pooled, func(i int, _ *worker) error { return ws[i].read(ctx, sets[i], &points, limit) })
 	var annos annotations.Annotations
 	used, window := 0, 0
 	for i, w := range ws {
