@@ -697,19 +697,47 @@ type rawRun struct {
 // one copy of the chunk being built, its timestamps decoded once. It is
 // filled under the group's lock and read-only afterwards. (A frozen chunk's
 // decoded timestamps are shared by chunk.timestamps.)
+//
+// A stream's cache serves its groups one after the other: reset lets the
+// next group's copy overwrite the last group's (nothing reads those any
+// more), once; a second builder in the same group gets new buffers.
 type snapCache struct {
 	building *chunkBuilder // the builder the copy below was taken of
 	bts      []byte        // its timestamp column, copied once
 	btss     []int64
+	reuse    bool // bts and btss may be overwritten by the next copy
 }
 
 func newSnapCache() *snapCache { return &snapCache{} }
 
-func decodeTimestamps(b []byte, rows int) []int64 {
+// reset readies a stream's cache for its next group.
+func (sc *snapCache) reset() { sc.building, sc.reuse = nil, true }
+
+// take copies b's timestamp column and decodes it.
+func (sc *snapCache) take(b *chunkBuilder) {
+	if sc.reuse {
+		sc.bts = append(sc.bts[:0], b.ts.Bytes()...)
+		sc.btss = appendTimestamps(sc.btss[:0], sc.bts, b.rows)
+		sc.reuse = false
+	} else {
+		sc.bts = slices.Clone(b.ts.Bytes())
+		sc.btss = appendTimestamps(nil, sc.bts, b.rows)
+	}
+	sc.building = b
+}
+
+func decodeTimestamps(b []byte, rows int) []int64 { return appendTimestamps(nil, b, rows) }
+
+// appendTimestamps appends the rows timestamps of the column b to dst (nil
+// if they do not decode).
+func appendTimestamps(dst []int64, b []byte, rows int) []int64 {
+	if dst == nil {
+		dst = make([]int64, 0, rows)
+	}
 	var d encoding.TSDecoder
 	d.Reset(b, rows)
-	tss, err := d.AppendAll(make([]int64, 0, rows))
-	if err != nil || len(tss) != rows {
+	tss, err := d.AppendAll(slices.Grow(dst, rows))
+	if err != nil || len(tss) != len(dst)+rows {
 		return nil
 	}
 	return tss
@@ -742,8 +770,7 @@ func (d *seriesData) add(parts []part, tb *table, c int) []part {
 		if d.sc != nil && tb.ncols > 1 {
 			sc := d.sc
 			if sc.building != b {
-				sc.building, sc.bts = b, slices.Clone(b.ts.Bytes())
-				sc.btss = decodeTimestamps(sc.bts, b.rows)
+				sc.take(b)
 			}
 			if ch := b.snapshotColTS(c, sc.bts, d.sl); ch != nil {
 				parts = append(parts, part{c: ch, col: 0, tss: sc.btss})

@@ -53,6 +53,7 @@ type streamSet struct {
 	cur  []headSeries // the current group's snapshots
 	k    int          // the series At returns, in cur
 	sl   snapSlab     // where cur's data is taken from, reset group by group
+	sc   snapCache    // the building chunk's timestamps, reset group by group
 	err  error
 	done bool // ended: the set's share of the selection is given back
 }
@@ -90,10 +91,10 @@ func (s *streamSet) fill() {
 		end++
 	}
 	s.sl.reset(end - s.next)
-	var shared *snapCache
-	if end-s.next > 1 {
-		shared = newSnapCache()
-	}
+	// The cache serves a group of one too: its copies then come from the
+	// reused slab and cache instead of the heap.
+	s.sc.reset()
+	shared := &s.sc
 	defer recoverSnapshot(&s.err) // after the unlock below
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -133,7 +134,7 @@ func (s *streamSet) release() {
 	}
 	clear(s.cur)
 	s.cur = s.cur[:0]
-	s.sl = snapSlab{}
+	s.sl, s.sc = snapSlab{}, snapCache{}
 }
 
 // Len implements fastread.Sized: the series of the run, of which those
