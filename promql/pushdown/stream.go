@@ -1,6 +1,7 @@
 package pushdown
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"sync/atomic"
@@ -176,13 +177,19 @@ func evalStreams(ctx context.Context, st fastread.Streamer, n *node, g grid, hin
 		}
 	}
 	runWorkers(pooled, func(i int, _ *worker) error { return ws[i].read(ctx, sets[i], &points, limit) })
-	var annos annotations.Annotations
-	used, window := 0, 0
+	var err error
 	for i, w := range ws {
 		if w.err != nil {
 			pooled[i] = nil // a worker that failed is not reused
-			return nil, nil, w.err
+			err = cmp.Or(err, w.err)
 		}
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	var annos annotations.Annotations
+	used, window := 0, 0
+	for i, w := range ws {
 		annos.Merge(sets[i].Warnings())
 		annos.Merge(w.annos)
 		used += w.points

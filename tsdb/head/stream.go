@@ -48,7 +48,7 @@ type streamSet struct {
 	ctx  context.Context
 	h    *Head
 	sh   *streamShared
-	list []*memSeries // the run; sh.sel.list[:0] once ended
+	list []*memSeries // the run; nil once ended
 	next int          // the first series of list not snapshotted yet
 	cur  []headSeries // the current group's snapshots
 	k    int          // the series At returns, in cur
@@ -75,12 +75,14 @@ func (s *streamSet) Next() bool {
 			return true
 		}
 	}
-	s.h.logSnapshotPanic(s.err)
-	s.release()
+	if !s.done {
+		s.h.logSnapshotPanic(s.err)
+		s.release()
+	}
 	return false
 }
 
-// fill snapshots the group of sel.list[next] under its lock into cur.
+// fill snapshots the group of list[next] under its lock into cur.
 func (s *streamSet) fill() {
 	clear(s.cur)
 	s.cur = s.cur[:0]
@@ -121,12 +123,9 @@ func (s *streamSet) fill() {
 	}
 }
 
-// release ends the set once: the last set of a selection to end gives its
+// release ends the set: the last set of a selection to end gives its
 // slices back, and the last group's snapshots are dropped.
 func (s *streamSet) release() {
-	if s.done {
-		return
-	}
 	s.done = true
 	s.list = nil
 	if s.sh.left.Add(-1) == 0 {
