@@ -167,10 +167,11 @@ type WriteOptions struct {
 	// starts file; their runs must lie in [mint, maxt). Series without a
 	// start timestamp are skipped, and no file is written when none is left.
 	Starts StartSource
-	// KeepLabels says the members' labels a source yields stay valid and
-	// unchanged after the write (a head's series labels): the writer then
-	// keeps them until it writes the index instead of copying them, as it
-	// must when they point into buffers the source reuses.
+	// KeepLabels says the members' labels a source yields, and the slice
+	// that holds them, stay valid and unchanged after the write (a head's
+	// series labels in a slice made for the write): the writer then keeps
+	// them until it writes the index instead of copying them, as it must
+	// when they point into buffers the source reuses.
 	KeepLabels bool
 
 	// failAfter, when > 0, makes Write fail after writing that many chunks (tests of crash safety).

@@ -40,15 +40,16 @@ func (g *GroupWriter) ChunkRows() int { return g.w.opts.ChunkRows }
 // ChunkEnd returns the end (exclusive) of the chunk that starts at row r0 of a table of n rows, as Write splits tables.
 func (g *GroupWriter) ChunkEnd(r0, n int) int { return chunkEnd(r0, n, g.w.opts.ChunkRows) }
 
-// BeginGroup starts the group key with members (copied unless WriteOptions.KeepLabels).
+// BeginGroup starts the group key with members: copied, unless
+// WriteOptions.KeepLabels, which keeps the slice itself until the index is
+// written (the source must not change it).
 func (g *GroupWriter) BeginGroup(key string, members []labels.Labels) error {
 	if g.gr != nil {
 		return fmt.Errorf("begin group %q: group %q not ended: %w", key, g.gr.key, errOrder)
 	}
-	g.rec = groupRec{key: key, members: make([]labels.Labels, len(members)), spans: newMemberSpans(len(members))}
-	if g.w.opts.KeepLabels {
-		copy(g.rec.members, members)
-	} else {
+	g.rec = groupRec{key: key, members: members, spans: newMemberSpans(len(members))}
+	if !g.w.opts.KeepLabels {
+		g.rec.members = make([]labels.Labels, len(members))
 		for i, l := range members {
 			g.rec.members[i] = l.Copy()
 		}

@@ -51,7 +51,7 @@ const seriesAllSampled = 2
 
 // seriesRef identifies a member of a group during index building.
 type seriesRef struct {
-	g, m int
+	g, m int32
 }
 
 // writeIndex writes the index file for groups.
@@ -64,7 +64,7 @@ func writeIndex(path string, groups []groupRec, meta *Meta) error {
 	refs := make([]seriesRef, 0, n)
 	for g := range groups {
 		for m := range groups[g].members {
-			refs = append(refs, seriesRef{g, m})
+			refs = append(refs, seriesRef{int32(g), int32(m)})
 		}
 	}
 	lbl := func(r seriesRef) labels.Labels { return groups[r.g].members[r.m] }
@@ -93,16 +93,21 @@ func writeIndex(path string, groups []groupRec, meta *Meta) error {
 		groupID[g] = uint32(i)
 	}
 
-	// Postings.
-	postings := map[string]map[string][]uint32{}
+	// Postings, encoded as they are collected.
+	postings := map[string]map[string]*postingsBuilder{}
 	for i, r := range refs {
 		lbl(r).Range(func(l labels.Label) {
 			vs := postings[l.Name]
 			if vs == nil {
-				vs = map[string][]uint32{}
+				vs = map[string]*postingsBuilder{}
 				postings[l.Name] = vs
 			}
-			vs[l.Value] = append(vs[l.Value], uint32(i))
+			pl := vs[l.Value]
+			if pl == nil {
+				pl = &postingsBuilder{}
+				vs[l.Value] = pl
+			}
+			pl.add(uint32(i))
 		})
 	}
 
@@ -123,8 +128,8 @@ func writeIndex(path string, groups []groupRec, meta *Meta) error {
 		}
 	}
 	total := 0
-	for _, ids := range postings[lead] {
-		total += len(ids)
+	for _, pl := range postings[lead] {
+		total += int(pl.n)
 	}
 	omitLead := lead != "" && total == len(refs)
 	if omitLead {
@@ -172,7 +177,6 @@ func writeIndex(path string, groups []groupRec, meta *Meta) error {
 		return cmp.Or(cmp.Compare(symSet[b], symSet[a]), strings.Compare(a, b))
 	})
 	symRef := make(map[string]uint64, len(syms))
-	var sec [numSections][]byte
 	b := binary.AppendUvarint(nil, uint64(len(syms)))
 	tab := len(b)
 	b = append(b, make([]byte, 4*len(syms))...)
@@ -183,11 +187,20 @@ func writeIndex(path string, groups []groupRec, meta *Meta) error {
 		b = binary.AppendUvarint(b, uint64(len(s)))
 		b = append(b, s...)
 	}
-	sec[secSymbols] = b
+	// Each section goes to the file as soon as it is built.
+	f, err := createFile(path)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	sw := &sectionWriter{f: f}
+	sw.out(append(binary.BigEndian.AppendUint32(nil, indexMagic), FormatVersion))
+	sw.write(secSymbols, b)
+	b = nil
 
 	// Series: count, the offsets of every seriesStride-th record, records
 	// each preceded by its length.
-	var recs, rec, pairs []byte
+	recs := make([]byte, 0, 16*len(refs))
+	var rec, pairs []byte
 	var npairs int
 	var mts []memberTable
 	offs := make([]uint32, 0, (len(refs)+seriesStride-1)/seriesStride)
@@ -196,7 +209,7 @@ func writeIndex(path string, groups []groupRec, meta *Meta) error {
 			offs = append(offs, uint32(len(recs)))
 		}
 		l := lbl(r)
-		mts = groups[r.g].spans.appendTo(mts[:0], r.m)
+		mts = groups[r.g].spans.appendTo(mts[:0], int(r.m))
 		// The common case, every chunk of the group's shared table, lists no tables.
 		listed := len(mts) != 1 || mts[0] != (memberTable{table: 0, first: 0, last: len(groups[r.g].tables[0]) - 1})
 		pairs, npairs = pairs[:0], 0
@@ -237,10 +250,10 @@ func writeIndex(path string, groups []groupRec, meta *Meta) error {
 	if sampled {
 		flags |= seriesAllSampled
 	}
-	sec[secSeries] = withOffsetTable(uint32(len(refs)), append([]byte{flags}, be32s(offs)...), recs)
+	sw.write(secSeries, binary.BigEndian.AppendUint32(nil, uint32(len(refs))), []byte{flags}, be32s(offs), recs)
 
 	// Groups: count, offset table, records.
-	recs = recs[:0:0]
+	recs = recs[:0]
 	offs = make([]uint32, len(groups))
 	for _, g := range gorder {
 		gr := &groups[g]
@@ -268,7 +281,7 @@ func writeIndex(path string, groups []groupRec, meta *Meta) error {
 			recs = binary.AppendUvarint(recs, symRef[l.Value])
 		})
 	}
-	sec[secGroups] = withOffsetTable(uint32(len(offs)), be32s(offs), recs)
+	sw.write(secGroups, binary.BigEndian.AppendUint32(nil, uint32(len(offs))), be32s(offs), recs)
 
 	// Postings and the label index.
 	names := make([]string, 0, len(postings))
@@ -276,7 +289,8 @@ func writeIndex(path string, groups []groupRec, meta *Meta) error {
 		names = append(names, n)
 	}
 	slices.Sort(names)
-	var pb, lb, nb []byte
+	pb := recs[:0]
+	var lb, nb []byte
 	lb = make([]byte, 4) // offset of the names table, filled below
 	nb = binary.AppendUvarint(nb, uint64(len(names)))
 	for _, n := range names {
@@ -291,62 +305,21 @@ func writeIndex(path string, groups []groupRec, meta *Meta) error {
 		for _, v := range vals {
 			lb = binary.BigEndian.AppendUint32(lb, uint32(symRef[v]))
 			lb = binary.BigEndian.AppendUint32(lb, uint32(len(pb)))
-			pb = appendPostings(pb, postings[n][v])
+			pb = postings[n][v].appendTo(pb)
 		}
 	}
 	binary.BigEndian.PutUint32(lb, uint32(len(lb)))
-	sec[secPostings] = pb
-	sec[secLabels] = append(lb, nb...)
-	for i, s := range sec {
-		if uint64(len(s)) > 1<<32-1 {
-			return fmt.Errorf("%s: %s section of %d bytes exceeds 4 GiB", path, sectionNames[i], len(s))
-		}
-	}
-
-	f, err := createFile(path)
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	out := binary.BigEndian.AppendUint32(nil, indexMagic)
-	out = append(out, FormatVersion)
-	var toc []byte
-	for _, s := range sec {
-		toc = binary.BigEndian.AppendUint64(toc, f.off+uint64(len(out)))
-		out = binary.BigEndian.AppendUint32(out, uint32(len(s)))
-		out = append(out, s...)
-		out = binary.BigEndian.AppendUint32(out, crc32.Checksum(s, castagnoli))
-		if _, err := f.Write(out); err != nil {
-			f.f.Close()
-			return fmt.Errorf("%s: %w", path, err)
-		}
-		out = out[:0]
-	}
-	toc = binary.BigEndian.AppendUint32(toc, crc32.Checksum(toc, castagnoli))
-	if _, err := f.Write(toc); err != nil {
+	sw.write(secPostings, pb)
+	sw.write(secLabels, lb, nb)
+	sw.out(binary.BigEndian.AppendUint32(sw.toc, crc32.Checksum(sw.toc, castagnoli)))
+	if sw.err != nil {
 		f.f.Close()
-		return fmt.Errorf("%s: %w", path, err)
+		return fmt.Errorf("%s: %w", path, sw.err)
 	}
 	if err := f.finish(); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	return nil
-}
-
-// appendPostings appends a postings list of ascending ids: a run of
-// consecutive ids (every series of a metric name, since series ids are in
-// label order) as its count and first id, others as their count and deltas.
-func appendPostings(dst []byte, ids []uint32) []byte {
-	n := uint64(len(ids))
-	if n > 1 && uint64(ids[n-1]-ids[0]) == n-1 {
-		return binary.AppendUvarint(binary.AppendUvarint(dst, n<<1|1), uint64(ids[0]))
-	}
-	dst = binary.AppendUvarint(dst, n<<1)
-	prev := uint32(0)
-	for _, id := range ids {
-		dst = binary.AppendUvarint(dst, uint64(id-prev))
-		prev = id
-	}
-	return dst
 }
 
 // commonLabels returns the label pairs all of members have.
@@ -364,16 +337,6 @@ func commonLabels(members []labels.Labels) labels.Labels {
 		b.Add(l.Name, l.Value)
 	})
 	return b.Labels()
-}
-
-// withOffsetTable returns n (uint32), table (the offsets, uint32 each
-// relative to the records' start, after a flags byte in the series section
-// of version 7) and the records.
-func withOffsetTable(n uint32, table, recs []byte) []byte {
-	b := make([]byte, 0, 4+len(table)+len(recs))
-	b = binary.BigEndian.AppendUint32(b, n)
-	b = append(b, table...)
-	return append(b, recs...)
 }
 
 // be32s returns xs as big-endian uint32s.

@@ -6,6 +6,8 @@ import (
 	"math/bits"
 	"slices"
 
+	"github.com/prometheus/prometheus/model/labels"
+
 	"github.com/tandem-tsdb/tandem/tsdb/block"
 	"github.com/tandem-tsdb/tandem/tsdb/encoding"
 )
@@ -192,6 +194,8 @@ type exportScratch struct {
 	kinds    []colKind
 	at       []int32
 	cols     []block.Column
+	members  []*memSeries // the group's members, copied under its lock
+	remap    []int        // head column → block member, -1 when unused
 }
 
 // blockKind is the kind of block column a head column of kind k becomes:
@@ -228,8 +232,8 @@ func (h *Head) export(mint, maxt int64, seal bool, exported *[]lateSeries, fn fu
 			}
 			shared := g.aligned.capture(mint, maxt, &sc.building)
 			var owns []ownData
-			members := make([]*memSeries, len(g.members))
-			copy(members, g.members)
+			members := append(sc.members[:0], g.members...)
+			sc.members = members
 			for i, s := range members {
 				if s == nil {
 					continue // a removed member's free column
@@ -268,20 +272,29 @@ func (h *Head) export(mint, maxt int64, seal bool, exported *[]lateSeries, fn fu
 			bg.Tables = append(bg.Tables, ts...)
 			bg.Tables = appendLateTables(bg.Tables, od.member, od.late, math.MinInt64, math.MaxInt64)
 		}
-		// Only members with data in the range go into the block.
-		used, any := make([]bool, len(members)), false
+		// Only members with data in the range go into the block, and the
+		// block writer keeps their labels (sized exactly: a million of them
+		// are held until the index is written).
+		remap := slices.Grow(sc.remap[:0], len(members))[:len(members)]
+		sc.remap = remap
+		for i := range remap {
+			remap[i] = -1
+		}
+		used := 0
 		for _, t := range bg.Tables {
 			for _, c := range t.Columns {
-				used[c.Member], any = true, true
+				if remap[c.Member] < 0 {
+					remap[c.Member] = 0
+					used++
+				}
 			}
 		}
-		if !any {
+		if used == 0 {
 			return
 		}
-		remap := make([]int, len(members))
+		bg.Members = make([]labels.Labels, 0, used)
 		for i, s := range members {
-			remap[i] = -1
-			if used[i] {
+			if remap[i] == 0 {
 				remap[i] = len(bg.Members)
 				bg.Members = append(bg.Members, s.lset)
 			}
