@@ -355,6 +355,7 @@ type worker struct {
 	steps      int
 	acc        []acc // the worker's accumulators, or nil with shared
 	shared     []acc // per-series nodes: the first worker's accumulators, which this one writes too
+	pages      *accPages // a streamed node's accumulators, instead of acc
 	annos      annotations.Annotations
 	err        error
 	points     int // points of the input matrix the engine would hold
@@ -387,11 +388,16 @@ func (w *worker) series(s storage.Series, gi int32) error {
 	if err := w.load(s); err != nil {
 		return err
 	}
-	all := w.acc
-	if w.shared != nil {
-		all = w.shared
+	var acc []acc
+	if w.pages != nil {
+		acc = w.pages.group(int(gi))
+	} else {
+		all := w.acc
+		if w.shared != nil {
+			all = w.shared
+		}
+		acc = all[int(gi)*w.steps : int(gi+1)*w.steps]
 	}
-	acc := all[int(gi)*w.steps : int(gi+1)*w.steps]
 	var produced bool
 	if w.n.fn == "" {
 		produced = w.instant(acc)
@@ -867,15 +873,16 @@ func final(a *acc, op parser.ItemType) float64 {
 // collect turns the accumulators into one synthetic series per group that
 // has a value at some step, with stale markers at the other steps.
 func collect(accs []acc, gr groups, op parser.ItemType, g grid) []synthSeries {
-	return appendCollected(make([]synthSeries, 0, len(gr.lsets)), accs, gr.lsets, op, g)
+	steps := g.steps()
+	return appendCollected(make([]synthSeries, 0, len(gr.lsets)), func(gi int) []acc { return accs[gi*steps : (gi+1)*steps] }, gr.lsets, op, g)
 }
 
-// appendCollected appends to out what collect returns for the groups lsets
-// and their accumulators.
-func appendCollected(out []synthSeries, accs []acc, lsets []labels.Labels, op parser.ItemType, g grid) []synthSeries {
+// appendCollected appends to out what collect returns for the groups lsets,
+// whose accumulators group returns.
+func appendCollected(out []synthSeries, group func(gi int) []acc, lsets []labels.Labels, op parser.ItemType, g grid) []synthSeries {
 	steps := g.steps()
 	for gi, ls := range lsets {
-		row := accs[gi*steps : (gi+1)*steps]
+		row := group(gi)
 		any := false
 		for k := range row {
 			if row[k].seen {

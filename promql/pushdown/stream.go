@@ -3,7 +3,6 @@ package pushdown
 import (
 	"cmp"
 	"context"
-	"slices"
 	"sync/atomic"
 
 	"github.com/prometheus/prometheus/model/labels"
@@ -142,6 +141,7 @@ func (gp *grouper) add(o *grouper) ([]int32, error) {
 type streamWorker struct {
 	*worker
 	gp     *grouper
+	accs   accPages
 	series int // series read
 }
 
@@ -167,14 +167,16 @@ func evalStreams(ctx context.Context, st fastread.Streamer, n *node, g grid, hin
 		ws     = make([]*streamWorker, len(sets))
 		pooled = make([]*worker, len(sets))
 	)
-	defer func() { putWorkers(pooled) }()
-	for i, ss := range sets {
-		w := &streamWorker{worker: getWorker(n, g, mint, maxt, steps), gp: newGrouper(n)}
-		ws[i], pooled[i] = w, w.worker
-		if sz, ok := ss.(fastread.Sized); ok && n.perSeries {
-			// At most one group per series: sized once.
-			w.acc = slices.Grow(w.acc, min(sz.Len()*steps, int(limit)))
+	defer func() {
+		for _, w := range ws {
+			w.accs.release() // the output holds copies
 		}
+		putWorkers(pooled)
+	}()
+	for i := range sets {
+		w := &streamWorker{worker: getWorker(n, g, mint, maxt, steps), gp: newGrouper(n), accs: newAccPages(steps)}
+		w.pages = &w.accs
+		ws[i], pooled[i] = w, w.worker
 	}
 	runWorkers(pooled, func(i int, _ *worker) error { return ws[i].read(ctx, sets[i], &points, limit) })
 	var err error
@@ -219,37 +221,33 @@ func evalStreams(ctx context.Context, st fastread.Streamer, n *node, g grid, hin
 		}
 		out := make([]synthSeries, 0, total)
 		for _, w := range ws {
-			out = appendCollected(out, w.acc, w.gp.lsets, n.op, g)
+			out = appendCollected(out, w.accs.group, w.gp.lsets, n.op, g)
 		}
 		if hasDuplicates(out) {
 			return nil, nil, errUnsupported // as evalNode
 		}
 		return out, annos, nil
 	}
-	gp, accs := ws[0].gp, ws[0].acc[:len(ws[0].gp.lsets)*steps]
+	gp, accs := ws[0].gp, &ws[0].accs
 	for _, w := range ws[1:] {
 		to, err := gp.add(w.gp)
 		if err != nil {
 			return nil, nil, err
 		}
-		if k := len(gp.lsets) * steps; k > len(accs) {
-			old := len(accs)
-			accs = slices.Grow(accs, k-old)[:k]
-			clear(accs[old:])
-		}
+		accs.grow(len(gp.lsets))
 		for li, gi := range to {
-			for k := range steps {
-				if err := merge(&accs[int(gi)*steps+k], &w.acc[li*steps+k], n.op); err != nil {
+			dst, src := accs.group(int(gi)), w.accs.group(li)
+			for k := range dst {
+				if err := merge(&dst[k], &src[k], n.op); err != nil {
 					return nil, nil, err
 				}
 			}
 		}
 	}
-	ws[0].acc = accs // grown by the merge: pooled as such
 	if int64(len(gp.lsets))*int64(steps) > limit {
 		return nil, annos, errUnsupported // as evalNode
 	}
-	out := collect(accs, groups{lsets: gp.lsets}, n.op, g)
+	out := appendCollected(make([]synthSeries, 0, len(gp.lsets)), accs.group, gp.lsets, n.op, g)
 	if hasDuplicates(out) {
 		return nil, nil, errUnsupported // as evalNode
 	}
@@ -271,13 +269,11 @@ func (w *streamWorker) read(ctx context.Context, ss storage.SeriesSet, points *a
 		if err != nil {
 			return err
 		}
-		if k := len(w.gp.lsets) * w.steps; k > len(w.acc) {
-			if points.Add(int64(k-len(w.acc))) > limit {
+		if k := len(w.gp.lsets); k > w.accs.groups {
+			if points.Add(int64((k-w.accs.groups)*w.steps)) > limit {
 				return errSequential // the merged groups may be fewer: evaluated without streams
 			}
-			old := len(w.acc)
-			w.acc = slices.Grow(w.acc, k-old)[:k]
-			clear(w.acc[old:])
+			w.accs.grow(k)
 		}
 		if err := w.worker.series(s, gi); err != nil {
 			return err
