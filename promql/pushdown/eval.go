@@ -353,8 +353,8 @@ type worker struct {
 	g          grid
 	mint, maxt int64
 	steps      int
-	acc        []acc // the worker's accumulators, or nil with shared
-	shared     []acc // per-series nodes: the first worker's accumulators, which this one writes too
+	acc        []acc     // the worker's accumulators, or nil with shared
+	shared     []acc     // per-series nodes: the first worker's accumulators, which this one writes too
 	pages      *accPages // a streamed node's accumulators, instead of acc
 	annos      annotations.Annotations
 	err        error
