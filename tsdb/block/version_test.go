@@ -1,6 +1,7 @@
 package block
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -309,5 +310,44 @@ func testGolden(t *testing.T, dir string, version int, gs []Group) {
 			t.Fatalf("%s: no samples", l)
 		}
 		equalHSamples(t, l.String(), got, want[l.String()])
+	}
+}
+
+// goldenOfVersion is the golden block the writer of each format version
+// makes from v5Groups (ChunkRows 128).
+var goldenOfVersion = map[int]string{7: "testdata/v7/01M8TX0V7C0MPACT00000000V7"}
+
+// TestWriterReproducesGolden writes v5Groups again and compares the index
+// and chunk files byte for byte with the golden block of the current
+// version: a change of how the writer builds them (the index's posting
+// lists, its sections) must not change what it writes.
+func TestWriterReproducesGolden(t *testing.T) {
+	golden, ok := goldenOfVersion[FormatVersion]
+	if !ok {
+		t.Fatalf("no golden block of version %d: add one (and its TestReadsGolden)", FormatVersion)
+	}
+	var want Meta
+	if b, err := os.ReadFile(filepath.Join(golden, MetaFilename)); err != nil {
+		t.Fatal(err)
+	} else if err := json.Unmarshal(b, &want); err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	meta, err := Write(root, want.MinTime, want.MaxTime, Groups(v5Groups()), WriteOptions{ULID: want.ULID, ChunkRows: 128})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"index", "chunks"} {
+		got, err := os.ReadFile(filepath.Join(root, meta.ULID, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := os.ReadFile(filepath.Join(golden, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, w) {
+			t.Fatalf("%s: %d bytes differ from the golden's %d", f, len(got), len(w))
+		}
 	}
 }
