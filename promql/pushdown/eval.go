@@ -878,22 +878,32 @@ func collect(accs []acc, gr groups, op parser.ItemType, g grid) []synthSeries {
 }
 
 // appendCollected appends to out what collect returns for the groups lsets,
-// whose accumulators group returns.
+// whose accumulators group returns. The points of all the groups are one
+// allocation (an hour of 2000 groups was 2000 of them).
 func appendCollected(out []synthSeries, group func(gi int) []acc, lsets []labels.Labels, op parser.ItemType, g grid) []synthSeries {
 	steps := g.steps()
-	for gi, ls := range lsets {
-		row := group(gi)
-		any := false
+	seen := func(row []acc) bool {
 		for k := range row {
 			if row[k].seen {
-				any = true
-				break
+				return true
 			}
 		}
-		if !any {
+		return false
+	}
+	n := 0
+	for gi := range lsets {
+		if seen(group(gi)) {
+			n++
+		}
+	}
+	slab := make([]point, n*steps)
+	for gi, ls := range lsets {
+		row := group(gi)
+		if !seen(row) {
 			continue
 		}
-		pts := make([]point, steps)
+		pts := slab[:steps:steps]
+		slab = slab[steps:]
 		for k := range row {
 			pts[k].t = g.start + int64(k)*g.step
 			if row[k].seen {
