@@ -6,10 +6,12 @@ import (
 	"hash/crc32"
 )
 
-// postingsBuilder collects one posting list while the index is written, in
-// the encoding appendPostings gives it, so a million series cost about a
-// byte an id instead of four: ids come in ascending order; while they are a
-// run (every series of a metric name) nothing but the run's ends is kept.
+// postingsBuilder collects one posting list while the index is written,
+// already in the encoding of the postings section (a run of consecutive ids,
+// every series of a metric name, as its count and first id; any other list
+// as its count and the gaps between its ids, the first from 0), so a million
+// series cost about a byte an id instead of four: ids come in ascending
+// order, and while they are a run nothing but the run's ends is kept.
 type postingsBuilder struct {
 	n, first, last uint32
 	deltas         []byte // uvarint gaps after the first id; nil while the ids are a run
@@ -35,7 +37,7 @@ func (p *postingsBuilder) add(id uint32) {
 	p.n++
 }
 
-// appendTo appends the list as appendPostings encodes it.
+// appendTo appends the encoded list to dst.
 func (p *postingsBuilder) appendTo(dst []byte) []byte {
 	n := uint64(p.n)
 	if n > 1 && uint64(p.last-p.first) == n-1 {
