@@ -89,3 +89,23 @@ func BenchmarkSeriesTable(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSeriesTableAdd fills an empty table with 65,536 series, growing
+// it as a stripe's table grows while a head's series are created.
+func BenchmarkSeriesTableAdd(b *testing.B) {
+	const n = 1 << 16
+	all := make([]*memSeries, n)
+	hashes := make([]uint64, n)
+	for i := range all {
+		all[i] = &memSeries{lset: labels.FromStrings("__name__", "node_cpu_seconds_total", "cpu", fmt.Sprint(i%64), "instance", fmt.Sprintf("host-%d:9100", i/64), "job", "node", "mode", "idle")}
+		hashes[i] = all[i].lset.Hash()
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		var tb seriesTable
+		for i, s := range all {
+			tb.add(hashes[i], s)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/series")
+}
