@@ -20,12 +20,13 @@ import (
 // web servers do by default: compressing an instant query's answer took
 // longer on both ends than sending it.
 // The handler below sees no Accept-Encoding, so it writes plain bytes.
+// Both writers hand a large answer's lent JSON buffer back (lend.go).
 // Remote read answers (snappy already) pass through untouched.
 func compressResponses(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		enc := acceptedEncoding(r.Header.Get("Accept-Encoding"))
 		if enc == "" || r.URL.Path == apiPrefix+"/read" {
-			h.ServeHTTP(w, r)
+			h.ServeHTTP(givingBack{w}, r)
 			return
 		}
 		inner := new(http.Request)
@@ -113,6 +114,7 @@ func (c *compressedWriter) WriteHeader(status int) {
 }
 
 func (c *compressedWriter) Write(p []byte) (int, error) {
+	defer giveBack(p) // written (or held as a copy) when this returns
 	switch {
 	case c.w != nil:
 		return c.w.Write(p)

@@ -41,15 +41,34 @@ var jsonEncoderFree = &freeList[*jsonEncoder]{idle: make(chan *jsonEncoder, 32),
 // Encode returns resp's JSON encoding.
 func (c jsonCodec) Encode(resp *v1.Response) ([]byte, error) {
 	e := jsonEncoderFree.get()
-	ok := e.response(resp)
-	var out []byte
-	if cap(e.b) <= 256<<10 && len(e.ts) <= 4096 {
-		if ok {
-			out = append(make([]byte, 0, len(e.b)), e.b...)
+	own := e.b
+	if largeAnswer(resp) {
+		if b := idleBuffer(); b != nil {
+			e.b = b // an earlier large answer's buffer (lend.go)
 		}
+	}
+	ok := e.response(resp)
+	b := e.b
+	var out []byte
+	switch {
+	case !ok:
+	case len(b) < lendMin:
+		out = append(make([]byte, 0, len(b)), b...)
+	default:
+		out = b // no copy: lent, or given away when lend refuses it
+	}
+	switch {
+	case len(out) >= lendMin:
+		lend(out)
+		e.b = own
+	case cap(b) > lendMin:
+		keepIdle(b) // a large buffer this answer did not need
+		e.b = own
+	default:
+		e.b = b
+	}
+	if len(e.ts) <= 4096 {
 		jsonEncoderFree.put(e)
-	} else if ok {
-		out = e.b // a large answer's buffers are not kept: no copy
 	}
 	if !ok {
 		return c.JSONCodec.Encode(resp)
