@@ -24,8 +24,12 @@ import (
 // Remote read answers (snappy already) pass through untouched.
 func compressResponses(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == apiPrefix+"/read" {
+			h.ServeHTTP(w, r) // streamed remote read flushes the connection's writer
+			return
+		}
 		enc := acceptedEncoding(r.Header.Get("Accept-Encoding"))
-		if enc == "" || r.URL.Path == apiPrefix+"/read" {
+		if enc == "" {
 			h.ServeHTTP(givingBack{w}, r)
 			return
 		}

@@ -122,5 +122,8 @@ func (g givingBack) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// Flush flushes the connection's writer, when it can.
+func (g givingBack) Flush() { _ = http.NewResponseController(g.ResponseWriter).Flush() }
+
 // Unwrap lets http.ResponseController reach the connection's writer.
 func (g givingBack) Unwrap() http.ResponseWriter { return g.ResponseWriter }
