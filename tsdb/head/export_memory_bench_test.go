@@ -1,7 +1,6 @@
 package head
 
 import (
-	"context"
 	"runtime"
 	"runtime/metrics"
 	"sync"
@@ -36,22 +35,9 @@ func BenchmarkHeadExportMemory(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer h.Close()
-	var batch Batch
-	var smps []Sample
-	for _, sc := range scrapes {
-		batch.Series, smps = batch.Series[:0], smps[:0]
-		for j := range sc.Samples {
-			smps = append(smps, Sample{T: sc.T, V: sc.Samples[j].V})
-		}
-		for j := range sc.Samples {
-			batch.Series = append(batch.Series, BatchSeries{Labels: sc.Samples[j].Labels, Samples: smps[j : j+1]})
-		}
-		if res, err := h.AppendBatch(context.Background(), &batch); err != nil || res.Err() != nil {
-			b.Fatal(err, res.Err())
-		}
-	}
+	appendScrapes(b, h, scrapes)
 	series := float64(h.counters.series.Load())
-	scrapes, batch, smps = nil, Batch{}, nil
+	scrapes = nil
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		base := heapAfterGC()

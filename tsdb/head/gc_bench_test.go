@@ -27,21 +27,7 @@ func BenchmarkHeadGC(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			var batch Batch
-			var smps []Sample
-			for _, sc := range scrapes {
-				batch.Series = batch.Series[:0]
-				smps = smps[:0]
-				for j := range sc.Samples {
-					smps = append(smps, Sample{T: sc.T, V: sc.Samples[j].V})
-				}
-				for j := range sc.Samples {
-					batch.Series = append(batch.Series, BatchSeries{Labels: sc.Samples[j].Labels, Samples: smps[j : j+1]})
-				}
-				if res, err := h.AppendBatch(context.Background(), &batch); err != nil || res.Err() != nil {
-					b.Fatal(err, res.Err())
-				}
-			}
+			appendScrapes(b, h, scrapes)
 			return func() { h.Close() }
 		},
 		"prometheus": func(b *testing.B, scrapes []workload.Scrape) func() {
@@ -92,6 +78,24 @@ func fillFromWorkload(b *testing.B, fill func(*testing.B, []workload.Scrape) fun
 		}
 	}
 	return fill(b, scrapes), len(seen)
+}
+
+// appendScrapes appends each scrape to h as one batch.
+func appendScrapes(b *testing.B, h *Head, scrapes []workload.Scrape) {
+	var batch Batch
+	var smps []Sample
+	for _, sc := range scrapes {
+		batch.Series, smps = batch.Series[:0], smps[:0]
+		for j := range sc.Samples {
+			smps = append(smps, Sample{T: sc.T, V: sc.Samples[j].V})
+		}
+		for j := range sc.Samples {
+			batch.Series = append(batch.Series, BatchSeries{Labels: sc.Samples[j].Labels, Samples: smps[j : j+1]})
+		}
+		if res, err := h.AppendBatch(context.Background(), &batch); err != nil || res.Err() != nil {
+			b.Fatal(err, res.Err())
+		}
+	}
 }
 
 // gcTime returns the shortest of seven forced collections, in nanoseconds:
