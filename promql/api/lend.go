@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
 	v1 "github.com/prometheus/prometheus/web/api/v1"
 )
@@ -31,22 +32,28 @@ var lending struct {
 	idle [][]byte
 }
 
-// largeAnswer reports whether resp is a matrix of enough points that its
-// JSON is likely larger than lendMin (~32 bytes a point and more).
+// largeAnswer reports whether resp's JSON is likely larger than lendMin: a
+// matrix of lendMin/32 points or more, or a vector or series list of
+// lendMin/64 series or more (each at least that many bytes).
 func largeAnswer(resp *v1.Response) bool {
-	d, ok := resp.Data.(*v1.QueryData)
-	if !ok || d == nil {
-		return false
-	}
-	m, ok := d.Result.(promql.Matrix)
-	if !ok {
-		return false
-	}
-	points := 0
-	for i := range m {
-		if points += len(m[i].Floats) + len(m[i].Histograms); points >= lendMin/32 {
-			return true
+	switch d := resp.Data.(type) {
+	case *v1.QueryData:
+		if d == nil {
+			return false
 		}
+		switch r := d.Result.(type) {
+		case promql.Matrix:
+			points := 0
+			for i := range r {
+				if points += len(r[i].Floats) + len(r[i].Histograms); points >= lendMin/32 {
+					return true
+				}
+			}
+		case promql.Vector:
+			return len(r) >= lendMin/64
+		}
+	case []labels.Labels:
+		return len(d) >= lendMin/64
 	}
 	return false
 }
